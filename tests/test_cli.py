@@ -1,0 +1,48 @@
+"""The command line: verbs listed, toy-bias writes its CSV, the README tables are generated."""
+
+import csv
+import subprocess
+import sys
+
+import pytest
+
+from klrl.toy.bias import COLUMNS, markdown_summary, toy_rows
+
+
+def _klrl(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "klrl", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_help_lists_the_verbs():
+    result = _klrl("--help")
+    assert result.returncode == 0
+    for verb in ("describe", "toy-bias"):
+        assert verb in result.stdout
+
+
+def test_describe_rejects_an_unknown_configuration():
+    result = _klrl("describe", "k4-reward")
+    assert result.returncode != 0
+    assert "unknown KL configuration 'k4-reward'" in result.stderr
+
+
+def test_toy_bias_writes_one_row_per_config_and_mode(tmp_path):
+    out = tmp_path / "toy" / "bias.csv"
+    result = _klrl("toy-bias", "--out", str(out), "--samples", "200", "--batch-size", "4", "--horizon", "3")
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader(out.open()))
+    assert tuple(rows[0]) == COLUMNS
+    assert len(rows) == 24
+    assert {row["mode"] for row in rows} == {"on", "off"}
+    by_key = {(row["config"], row["mode"]): row for row in rows}
+    assert float(by_key[("k1-reward", "on")]["rel_bias"]) < 1e-12
+    assert float(by_key[("k1-loss", "on")]["rel_bias"]) == pytest.approx(1.0, abs=1e-12)
+    assert float(by_key[("k1-reward-prefixis", "off")]["rel_bias"]) < 1e-12
+    assert float(by_key[("k3-loss", "off")]["rel_bias"]) > 0.05
+    assert all(row["samples"] == "200" and row["batch_size"] == "4" for row in rows)
+
+
+@pytest.mark.slow
+def test_readme_toy_table_equals_a_fresh_run(repo_root):
+    readme = (repo_root / "README.md").read_text()
+    assert markdown_summary(toy_rows()) in readme

@@ -1,0 +1,3 @@
+from klrl.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,72 @@
+"""The policy-gradient side of the loss: advantages, the per-token policy term, aggregation.
+
+Same contract as `klrl.kl`: (B, T) tensors with a mask; rewards and advantages are (B,),
+with the G samples of one prompt stored next to each other (B = prompts × G).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from klrl.kl import at_least_fp32
+
+ADVANTAGES = ("rloo", "group-mean")
+AGGREGATIONS = ("seq-sum", "token-mean")
+
+
+def _groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    if group_size < 2 or rewards.numel() % group_size:
+        raise ValueError(f"group_size: {group_size} must be ≥ 2 and divide the batch of {rewards.numel()} rewards")
+    return rewards.reshape(-1, group_size)
+
+
+def advantages(rewards: torch.Tensor, group_size: int, kind: str = "rloo") -> torch.Tensor:
+    """Per-sample advantages within each group of `group_size` samples of the same prompt.
+
+    rloo:       A_i = R_i − mean_{j≠i} R_j (leave-one-out baseline; unbiased)
+    group-mean: A_i = R_i − mean_j R_j (Dr. GRPO; no division by the std)
+    >>> advantages(torch.tensor([1.0, 0.0, 0.0, 1.0]), 2).tolist()
+    [1.0, -1.0, -1.0, 1.0]
+    >>> advantages(torch.tensor([1.0, 0.0, 0.0, 0.0]), 4, "group-mean").tolist()
+    [0.75, -0.25, -0.25, -0.25]
+    """
+    grouped = _groups(rewards, group_size)
+    total = grouped.sum(-1, keepdim=True)
+    if kind == "rloo":
+        baseline = (total - grouped) / (group_size - 1)
+    elif kind == "group-mean":
+        baseline = total / group_size
+    else:
+        raise ValueError(f"advantage kind: {kind!r} is not one of {', '.join(ADVANTAGES)}")
+    return (grouped - baseline).reshape(-1)
+
+
+def policy_loss_tokens(
+    logp: torch.Tensor,
+    behaviour_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    ratio_clamp: float | None = None,
+) -> torch.Tensor:
+    """Per-token −clamp(πθ/μ, 0, c)·A (truncated importance sampling, no PPO clip).
+
+    On-policy, pass behaviour_logp = logp.detach(): the ratio is 1 and its gradient ∇log πθ.
+    """
+    ratio = torch.exp(at_least_fp32(logp) - at_least_fp32(behaviour_logp))
+    if ratio_clamp is not None:
+        ratio = ratio.clamp(0.0, ratio_clamp)
+    return -ratio * at_least_fp32(advantages)[:, None] * mask.to(ratio.dtype)
+
+
+def aggregate(loss_tokens: torch.Tensor, mask: torch.Tensor, mode: str = "seq-sum") -> torch.Tensor:
+    """Reduce per-token losses to a scalar.
+
+    seq-sum:    sum over each sequence's tokens, mean over sequences (the paper's equations);
+    token-mean: mean over every unmasked token of the batch (length-normalised).
+    """
+    masked = loss_tokens * mask
+    if mode == "seq-sum":
+        return masked.sum(-1).mean()
+    if mode == "token-mean":
+        return masked.sum() / mask.sum().clamp(min=1)
+    raise ValueError(f"aggregation: {mode!r} is not one of {', '.join(AGGREGATIONS)}")

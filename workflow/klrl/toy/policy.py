@@ -1,0 +1,85 @@
+"""A tabular autoregressive policy small enough to enumerate every sequence.
+
+The policy has one row of V logits per prefix (all prefixes of length 0..T−1), so the
+parameters are a (n_prefixes, V) table θ and πθ(y_t | y<t) = softmax(θ[prefix(y<t)])[y_t].
+With V^T sequences in all, every expectation over πθ is a finite, exact sum.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class TabularSpace:
+    vocab: int
+    horizon: int
+
+    def __post_init__(self) -> None:
+        if self.vocab < 2 or self.horizon < 1 or self.vocab**self.horizon > 100_000:
+            raise ValueError(f"toy space: vocab {self.vocab} ≥ 2, horizon {self.horizon} ≥ 1, vocab^horizon ≤ 1e5")
+
+    @property
+    def n_prefixes(self) -> int:
+        return sum(self.vocab**t for t in range(self.horizon))
+
+    def sequences(self) -> torch.Tensor:
+        """All V^T sequences, (V^T, T) long, in lexicographic order."""
+        return torch.tensor(list(itertools.product(range(self.vocab), repeat=self.horizon)), dtype=torch.long)
+
+    def prefix_ids(self, seqs: torch.Tensor) -> torch.Tensor:
+        """Row of θ used at each step: prefixes of length t get ids offset_t + base-V value."""
+        ids = torch.zeros_like(seqs)
+        value = torch.zeros(seqs.shape[0], dtype=torch.long)
+        offset = 0
+        for t in range(self.horizon):
+            ids[:, t] = offset + value
+            offset += self.vocab**t
+            value = value * self.vocab + seqs[:, t]
+        return ids
+
+    def log_dists(self, theta: torch.Tensor, seqs: torch.Tensor) -> torch.Tensor:
+        """log πθ(· | y<t) for every step of every sequence: (N, T, V)."""
+        return torch.log_softmax(theta[self.prefix_ids(seqs)], dim=-1)
+
+    def token_logp(self, theta: torch.Tensor, seqs: torch.Tensor) -> torch.Tensor:
+        """log πθ(y_t | y<t): (N, T)."""
+        return self.log_dists(theta, seqs).gather(-1, seqs[..., None]).squeeze(-1)
+
+    def random_table(self, generator: torch.Generator, scale: float = 1.0) -> torch.Tensor:
+        return scale * torch.randn(self.n_prefixes, self.vocab, generator=generator, dtype=torch.float64)
+
+
+@dataclass
+class ToyProblem:
+    """πθ, a frozen πref, and a behaviour μ = πθ a few gradient steps ago."""
+
+    space: TabularSpace
+    theta: torch.Tensor  # (n_prefixes, V) float64, the parameters differentiated
+    ref_theta: torch.Tensor
+    behaviour_theta: torch.Tensor
+
+
+def make_problem(
+    vocab: int = 3, horizon: int = 4, seed: int = 0, lag_steps: int = 3, lag_lr: float = 0.2
+) -> ToyProblem:
+    """Random πθ and πref; μ is πθ before `lag_steps` gradient-ascent steps on a random reward.
+
+    That is what an asynchronous actor's stale weights are: the learner has moved on.
+    """
+    space = TabularSpace(vocab, horizon)
+    gen = torch.Generator().manual_seed(seed)
+    behaviour = space.random_table(gen)
+    ref = space.random_table(gen)
+    reward = torch.rand(vocab**horizon, generator=gen, dtype=torch.float64)
+    seqs = space.sequences()
+    theta = behaviour.clone()
+    for _ in range(lag_steps):
+        theta.requires_grad_(True)
+        expected_reward = (space.token_logp(theta, seqs).sum(-1).exp() * reward).sum()
+        (grad,) = torch.autograd.grad(expected_reward, theta)
+        theta = (theta + lag_lr * grad / grad.norm() * theta.shape[0] ** 0.5).detach()
+    return ToyProblem(space, theta.detach(), ref, behaviour)
