@@ -1,0 +1,1 @@
+"""An exactly solvable tabular autoregressive policy for checking KL gradient claims."""
