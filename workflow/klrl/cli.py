@@ -1,7 +1,8 @@
-"""`python -m klrl <verb> ...`: one verb per pipeline step, each in its own module.
+"""`python -m klrl <verb> ...`: one verb per pipeline step.
 
-A verb's module defines `add_arguments(parser)` and `run(args)`; it is imported only when
-its verb runs, so `--help` stays fast.
+Each verb names the module that implements it, and that module's functions that declare the
+arguments and run the step; the module is imported only when its verb runs, so `--help`
+stays fast.
 """
 
 from __future__ import annotations
@@ -9,23 +10,39 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NamedTuple
+
+
+class Verb(NamedTuple):
+    module: str
+    help: str
+    add_arguments: str = "add_arguments"
+    run: str = "run"
+
 
 VERBS = {
-    "describe": ("klrl.claims", "print what each KL configuration's expected gradient is"),
-    "toy-bias": ("klrl.toy.bias", "exact gradient bias and Monte Carlo variance on a tabular policy"),
+    "describe": Verb("klrl.claims", "print what each KL configuration's expected gradient is"),
+    "toy-bias": Verb("klrl.toy.bias", "exact gradient bias and Monte Carlo variance on a tabular policy"),
+    "prepare-data": Verb("klrl.tasks.data", "write a task's JSONL splits and manifest"),
+    "pretrain-base": Verb(
+        "klrl.models.build", "pretrain the tiny base model from scratch", "add_pretrain_arguments", "run_pretrain"
+    ),
+    "convert-base": Verb(
+        "klrl.models.build", "convert a packaged model (SmolLM2) to a Hugging Face folder", "add_convert_arguments", "run_convert"
+    ),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m klrl", description=__doc__.splitlines()[0])
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
-    modules = {}
-    chosen = sys.argv[1:] if argv is None else argv
-    for verb, (module_name, help_text) in VERBS.items():
-        sub = verbs.add_parser(verb, help=help_text, description=help_text)
-        if verb in chosen:
-            modules[verb] = importlib.import_module(module_name)
-            modules[verb].add_arguments(sub)
+    for name, verb in VERBS.items():
+        sub = verbs.add_parser(name, help=verb.help, description=verb.help)
+        if name in argv:
+            module = importlib.import_module(verb.module)
+            getattr(module, verb.add_arguments)(sub)
+            sub.set_defaults(run=getattr(module, verb.run))
     args = parser.parse_args(argv)
-    modules[args.verb].run(args)
+    args.run(args)
     return 0

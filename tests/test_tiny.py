@@ -1,0 +1,78 @@
+"""The tiny base: tokenizer, chat format, a deterministic pretraining run, and loading it back."""
+
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from klrl.models import get_base_model
+from klrl.models.tiny import BOXED, END, TinyConfig, build_tokenizer, pretrain_tiny, render
+
+SMALL = {"hidden": 32, "layers": 1, "heads": 1, "intermediate": 64, "batch_blocks": 2, "block_len": 32, "warmup": 2}
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tiny") / "model"
+    pretrain_tiny(out, TinyConfig(steps=4, **SMALL), log_every=0)
+    return out
+
+
+def test_tokenizer_is_lossless_and_boxed_is_one_token():
+    tokenizer = build_tokenizer()
+    text = render("Ann has 47 pens and gets 38 more. How many pens now?", "85")
+    ids = tokenizer.encode(text)
+    assert tokenizer.decode(ids) == text
+    assert tokenizer.convert_ids_to_tokens(ids).count(BOXED) == 1
+    assert ids[-1] == tokenizer.eos_token_id == tokenizer.convert_tokens_to_ids(END)
+    # a completion decodes back to what the reward parses
+    completion = tokenizer.encode(f"{BOXED}85}}{END}")
+    assert tokenizer.decode(completion, skip_special_tokens=True) == "\\boxed{85}"
+
+
+def test_render_equals_the_chat_template():
+    tokenizer = build_tokenizer()
+    messages = [{"role": "user", "content": "12+30"}]
+    assert tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) == render("12+30")
+    full = messages + [{"role": "assistant", "content": "\\boxed{42}"}]
+    assert tokenizer.apply_chat_template(full, tokenize=False) == render("12+30", "42")
+
+
+def test_pretraining_is_deterministic_for_a_seed(folder, tmp_path):
+    pretrain_tiny(tmp_path / "again", TinyConfig(steps=4, **SMALL), log_every=0)
+    first = AutoModelForCausalLM.from_pretrained(folder).state_dict()
+    second = AutoModelForCausalLM.from_pretrained(tmp_path / "again").state_dict()
+    assert all(torch.equal(first[name], second[name]) for name in first)
+    pretrain_tiny(tmp_path / "other", TinyConfig(steps=4, seed=1, **SMALL), log_every=0)
+    third = AutoModelForCausalLM.from_pretrained(tmp_path / "other").state_dict()
+    assert not all(torch.equal(first[name], third[name]) for name in first)
+
+
+def test_folder_loads_with_transformers_and_keeps_its_report(folder):
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    assert model.config.model_type == "llama"
+    assert tokenizer.apply_chat_template([{"role": "user", "content": "1+1"}], tokenize=False, add_generation_prompt=True) == render("1+1")
+    assert model.generation_config.eos_token_id == tokenizer.eos_token_id
+    report = json.loads((folder / "klrl_pretrain.json").read_text())
+    assert report["config"]["steps"] == 4 and report["parameters"] == sum(p.numel() for p in model.parameters())
+    assert not (folder.parent / "model.partial").exists()
+
+
+def test_folder_loads_with_lm_eval(folder):
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+    lm = HFLM(pretrained=str(folder), device="cpu", batch_size=2)
+    request = Instance("loglikelihood", {}, (render("1+1"), "\\boxed{2}"), 0)
+    ((logprob, _),) = lm.loglikelihood([request])
+    assert logprob < 0 and torch.isfinite(torch.tensor(logprob))
+
+
+def test_registry_knows_how_each_base_is_built():
+    assert get_base_model("tiny").build == "pretrain"
+    assert get_base_model("smollm2-135m").build == "convert"
+    assert get_base_model("qwen2.5-7b").hub_id == "Qwen/Qwen2.5-7B"
+    with pytest.raises(ValueError, match="unknown base model 'gpt2'; known: tiny, smollm2-135m"):
+        get_base_model("gpt2")

@@ -1,0 +1,168 @@
+"""The `tiny` base model: a small Llama with a character tokenizer, pretrained from scratch.
+
+`pretrain_tiny` builds it on a CPU in minutes from the arithmetic family's corpus
+(`klrl.tasks.arith.pretraining_text`), in which a share of the answers have one wrong digit.
+The result is a competent but noisy base: the right answer is its most likely one (greedy
+accuracy high), yet sampling at temperature 1 often draws a corrupted one, and it is weaker
+on the out-of-domain tasks, which make up less of its corpus. That leaves RL something to
+sharpen and the KL to the base something to hold on to.
+
+The folder it writes is a plain Hugging Face model (config, safetensors, tokenizer with a
+chat template) that transformers and lm-eval load.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+import string
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from klrl.tasks.arith import pretraining_text
+
+PAD, UNK, USER, ASSISTANT, END = "<|pad|>", "<|unk|>", "<|user|>", "<|assistant|>", "<|end|>"
+BOXED = "\\boxed{"
+ALPHABET = string.digits + string.ascii_letters + " .,:;?!'\"+-*/=()[]{}\\^_<>\n"
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if message['role'] == 'user' %}" + USER + "{{ message['content'] }}"
+    "{% elif message['role'] == 'assistant' %}" + ASSISTANT + "{{ message['content'] }}" + END + "{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}" + ASSISTANT + "{% endif %}"
+)
+
+
+@dataclass
+class TinyConfig:
+    """Architecture and pretraining recipe of the tiny base (every field is recorded)."""
+
+    hidden: int = field(default=128, metadata={"help": "model width"})
+    layers: int = field(default=4, metadata={"help": "transformer blocks"})
+    heads: int = field(default=2, metadata={"help": "attention heads (head size = hidden / heads)"})
+    intermediate: int = field(default=512, metadata={"help": "MLP width"})
+    steps: int = field(default=1500, metadata={"help": "optimizer steps"})
+    batch_blocks: int = field(default=32, metadata={"help": "packed blocks per step"})
+    block_len: int = field(default=128, metadata={"help": "tokens per packed block"})
+    lr: float = field(default=3e-3, metadata={"help": "peak AdamW learning rate (cosine decay to 10%)"})
+    warmup: int = field(default=100, metadata={"help": "linear warm-up steps"})
+    weight_decay: float = field(default=0.1, metadata={"help": "AdamW weight decay"})
+    corrupt_prob: float = field(default=0.6, metadata={"help": "share of corpus answers with one wrong digit"})
+    mix: dict[str, float] = field(
+        default_factory=lambda: {"arith": 0.6, "arith-long": 0.2, "arith-word": 0.2},
+        metadata={"help": "corpus share of each task of the family"},
+    )
+    seed: int = field(default=0, metadata={"help": "seed of the corpus, the initial weights and dropout-free training"})
+
+
+def build_tokenizer() -> PreTrainedTokenizerFast:
+    """Characters as tokens, plus chat markers and `\\boxed{` as single tokens."""
+    vocab = {token: i for i, token in enumerate([PAD, UNK, *ALPHABET])}
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=UNK))
+    backend.decoder = decoders.Fuse()
+    backend.add_special_tokens([PAD, UNK, USER, ASSISTANT, END])
+    backend.add_tokens([BOXED])
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        pad_token=PAD,
+        unk_token=UNK,
+        eos_token=END,
+        chat_template=CHAT_TEMPLATE,
+        padding_side="left",
+        model_max_length=256,
+    )
+
+
+def render(problem: str, answer: str | None = None) -> str:
+    """The chat-formatted text (what CHAT_TEMPLATE gives), with the answer boxed when given."""
+    prompt = f"{USER}{problem}{ASSISTANT}"
+    return prompt if answer is None else f"{prompt}{BOXED}{answer}}}{END}"
+
+
+def build_model(tokenizer: PreTrainedTokenizerFast, config: TinyConfig) -> LlamaForCausalLM:
+    model_config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=config.hidden,
+        intermediate_size=config.intermediate,
+        num_hidden_layers=config.layers,
+        num_attention_heads=config.heads,
+        num_key_value_heads=config.heads,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+    )
+    return LlamaForCausalLM(model_config)
+
+
+def packed_blocks(tokenizer: PreTrainedTokenizerFast, config: TinyConfig, rng: random.Random):
+    """An endless stream of (batch_blocks, block_len) token batches, examples packed back to back."""
+    buffer: list[int] = []
+    need = config.batch_blocks * config.block_len
+    while True:
+        while len(buffer) < need:
+            problem, answer = pretraining_text(rng, config.corrupt_prob, config.mix)
+            buffer.extend(tokenizer.encode(render(problem, answer)))
+        batch, buffer = buffer[:need], buffer[need:]
+        yield torch.tensor(batch).reshape(config.batch_blocks, config.block_len)
+
+
+def _lr_factor(step: int, config: TinyConfig) -> float:
+    if step < config.warmup:
+        return (step + 1) / config.warmup
+    progress = (step - config.warmup) / max(1, config.steps - config.warmup)
+    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def pretrain_tiny(out_dir: Path, config: TinyConfig, log_every: int = 100) -> dict:
+    """Pretrain the tiny base and save it to `out_dir` (written whole, then renamed into place)."""
+    torch.manual_seed(config.seed)
+    tokenizer = build_tokenizer()
+    model = build_model(tokenizer, config)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.95))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: _lr_factor(step, config))
+    batches = packed_blocks(tokenizer, config, random.Random(config.seed))
+    start, losses = time.monotonic(), []
+    model.train()
+    for step in range(config.steps):
+        tokens = next(batches)
+        loss = model(input_ids=tokens, labels=tokens).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+        if log_every and (step + 1) % log_every == 0:
+            recent = sum(losses[-log_every:]) / log_every
+            print(f"step {step + 1}/{config.steps} loss {recent:.4f} {time.monotonic() - start:.0f}s", flush=True)
+    report = {
+        "config": asdict(config),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "pretrain_seconds": time.monotonic() - start,
+        "final_loss": sum(losses[-50:]) / len(losses[-50:]),
+        "torch_threads": torch.get_num_threads(),
+    }
+    _save(model.eval(), tokenizer, out_dir, report)
+    return report
+
+
+def _save(model: LlamaForCausalLM, tokenizer, out_dir: Path, report: dict) -> None:
+    out_dir = Path(out_dir)
+    tmp = out_dir.with_name(out_dir.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "klrl_pretrain.json").write_text(json.dumps(report, indent=2) + "\n")
+    shutil.rmtree(out_dir, ignore_errors=True)
+    tmp.replace(out_dir)
