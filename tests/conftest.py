@@ -2,7 +2,27 @@ from pathlib import Path
 
 import pytest
 
+from klrl.models.tiny import TinyConfig, pretrain_tiny
+from klrl.tasks.data import prepare
+
+TINY_TEST_MODEL = {"hidden": 32, "layers": 2, "heads": 1, "intermediate": 64, "batch_blocks": 2, "block_len": 32, "warmup": 1}
+
 
 @pytest.fixture
 def repo_root() -> Path:
     return Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def tiny_base(tmp_path_factory) -> Path:
+    """A barely trained tiny base (2 steps): a real model folder, fast to load and to train."""
+    out = tmp_path_factory.mktemp("base") / "tiny"
+    pretrain_tiny(out, TinyConfig(steps=2, **TINY_TEST_MODEL), log_every=0)
+    return out
+
+
+@pytest.fixture(scope="session")
+def arith_data(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("data") / "arith"
+    prepare("arith", out, seed=0, sizes={"train": 64, "test": 16})
+    return out

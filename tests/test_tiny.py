@@ -9,7 +9,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from klrl.models import get_base_model
 from klrl.models.tiny import BOXED, END, TinyConfig, build_tokenizer, pretrain_tiny, render
 
-SMALL = {"hidden": 32, "layers": 1, "heads": 1, "intermediate": 64, "batch_blocks": 2, "block_len": 32, "warmup": 2}
+from conftest import TINY_TEST_MODEL as SMALL
 
 
 @pytest.fixture(scope="module")

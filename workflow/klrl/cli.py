@@ -27,6 +27,7 @@ VERBS = {
     "pretrain-base": Verb(
         "klrl.models.build", "pretrain the tiny base model from scratch", "add_pretrain_arguments", "run_pretrain"
     ),
+    "train": Verb("klrl.training.command", "RL-train one cell (on- or off-policy, any KL configuration)"),
     "convert-base": Verb(
         "klrl.models.build", "convert a packaged model (SmolLM2) to a Hugging Face folder", "add_convert_arguments", "run_convert"
     ),

@@ -58,6 +58,16 @@ def policy_loss_tokens(
     return -ratio * at_least_fp32(advantages)[:, None] * mask.to(ratio.dtype)
 
 
+def ppo_loss_tokens(
+    logp: torch.Tensor, anchor_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, clip: float
+) -> torch.Tensor:
+    """Per-token PPO clipped objective −min(r·A, clip(r, 1−ε, 1+ε)·A), r = πθ/π_anchor."""
+    ratio = torch.exp(at_least_fp32(logp) - at_least_fp32(anchor_logp))
+    adv = at_least_fp32(advantages)[:, None]
+    clipped = ratio.clamp(1 - clip, 1 + clip)
+    return -torch.minimum(ratio * adv, clipped * adv) * mask.to(ratio.dtype)
+
+
 def aggregate(loss_tokens: torch.Tensor, mask: torch.Tensor, mode: str = "seq-sum") -> torch.Tensor:
     """Reduce per-token losses to a scalar.
 

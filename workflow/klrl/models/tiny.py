@@ -104,15 +104,24 @@ def build_model(tokenizer: PreTrainedTokenizerFast, config: TinyConfig) -> Llama
 
 
 def packed_blocks(tokenizer: PreTrainedTokenizerFast, config: TinyConfig, rng: random.Random):
-    """An endless stream of (batch_blocks, block_len) token batches, examples packed back to back."""
-    buffer: list[int] = []
+    """An endless stream of (tokens, labels) batches of shape (batch_blocks, block_len).
+
+    Examples are packed back to back; the labels keep only the answers (the tokens after
+    the assistant marker, its end marker included), so all the learning goes into the skill.
+    """
+    tokens: list[int] = []
+    labels: list[int] = []
     need = config.batch_blocks * config.block_len
     while True:
-        while len(buffer) < need:
+        while len(tokens) < need:
             problem, answer = pretraining_text(rng, config.corrupt_prob, config.mix)
-            buffer.extend(tokenizer.encode(render(problem, answer)))
-        batch, buffer = buffer[:need], buffer[need:]
-        yield torch.tensor(batch).reshape(config.batch_blocks, config.block_len)
+            prompt = tokenizer.encode(render(problem))
+            completion = tokenizer.encode(render(problem, answer))[len(prompt) :]
+            tokens += prompt + completion
+            labels += [-100] * len(prompt) + completion
+        shape = (config.batch_blocks, config.block_len)
+        yield torch.tensor(tokens[:need]).reshape(shape), torch.tensor(labels[:need]).reshape(shape)
+        tokens, labels = tokens[need:], labels[need:]
 
 
 def _lr_factor(step: int, config: TinyConfig) -> float:
@@ -133,8 +142,8 @@ def pretrain_tiny(out_dir: Path, config: TinyConfig, log_every: int = 100) -> di
     start, losses = time.monotonic(), []
     model.train()
     for step in range(config.steps):
-        tokens = next(batches)
-        loss = model(input_ids=tokens, labels=tokens).loss
+        tokens, labels = next(batches)
+        loss = model(input_ids=tokens, labels=labels).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()

@@ -56,7 +56,8 @@ def _draw(task: str, rng: random.Random, want_test: bool) -> tuple[int, str, int
 
 def _problem_text(task: str, a: int, op: str, b: int, rng: random.Random) -> str:
     if task != "arith-word":
-        return f"{a}{op}{b}"
+        width = len(str(_operand_range(task)[1]))
+        return f"{a:0{width}d}{op}{b:0{width}d}"
     template = rng.choice(_ADD_TEMPLATES if op == "+" else _SUB_TEMPLATES)
     return template.format(name=rng.choice(_NAMES), thing=rng.choice(_THINGS), a=a, b=b)
 

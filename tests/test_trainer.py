@@ -1,0 +1,210 @@
+"""The trainer: updates, KL gradients through the real loop, the off-policy lag, seeds, divergence."""
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from klrl.kl import kl_terms
+from klrl.objectives import aggregate
+from klrl.training import trainer as trainer_module
+from klrl.training.config import TrainConfig, load_config
+from klrl.training.scoring import completion_logits, token_logp
+from klrl.training.tracking import read_metrics
+from klrl.training.trainer import Trainer
+
+
+def _config(tiny_base, arith_data, **overrides) -> TrainConfig:
+    values = {
+        "base_model": str(tiny_base),
+        "train_data": str(arith_data / "train.jsonl"),
+        "eval_data": str(arith_data / "test.jsonl"),
+        "reward": "arithmetic",
+        "steps": 2,
+        "prompts_per_step": 4,
+        "group_size": 4,
+        "max_new_tokens": 6,
+        "lr": 1e-2,
+        "weight_decay": 0.0,
+        "eval_every": 0,
+        "eval_size": 4,
+        "eval_samples": 1,
+        "checkpoint_every": 0,
+        "collapse_window": 0,
+    }
+    return TrainConfig(**(values | overrides))
+
+
+def _parity_reward(completions, references):
+    """A reward with signal on an untrained model: odd-length completions score 1."""
+    return [float(len(text) % 2) for text in completions]
+
+
+@pytest.fixture
+def parity_reward(monkeypatch):
+    monkeypatch.setattr(trainer_module, "get_reward", lambda name: _parity_reward)
+
+
+def _weights(model):
+    return {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+
+
+def _strip_times(records):
+    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in records]
+
+
+def test_every_parameter_changes_after_one_step(tiny_base, arith_data, tmp_path, parity_reward):
+    trainer = Trainer(_config(tiny_base, arith_data, steps=1), tmp_path)
+    before = _weights(trainer.policy)
+    trainer.run()
+    after = _weights(trainer.policy)
+    unchanged = [name for name in before if torch.equal(before[name], after[name])]
+    assert unchanged == []
+    reference = _weights(trainer.reference)
+    assert all(torch.equal(before[name], reference[name]) for name in before)
+
+
+@pytest.mark.parametrize("name", ["k1-loss", "k2-loss", "k3-loss", "k1-loss-tokis", "k3-loss-tokis"])
+def test_in_loss_kl_gradient_is_what_klrl_kl_prescribes(tiny_base, arith_data, tmp_path, monkeypatch, name):
+    # a constant reward: every advantage is 0, so the whole gradient is the KL loss term's
+    monkeypatch.setattr(trainer_module, "get_reward", lambda _: lambda c, r: [1.0] * len(c))
+    trainer = Trainer(_config(tiny_base, arith_data, kl=name, beta=0.5, grad_clip=1e9), tmp_path)
+    torch.manual_seed(0)
+    trainer.policy.load_state_dict({k: v + 0.05 * torch.randn_like(v) for k, v in trainer.policy.state_dict().items()})
+    start = _weights(trainer.policy)
+    captured = {}
+    original_step = trainer.optimizer.step
+
+    def capture(*args, **kwargs):
+        captured.update({n: p.grad.clone() for n, p in trainer.policy.named_parameters()})
+        return original_step(*args, **kwargs)
+
+    monkeypatch.setattr(trainer.optimizer, "step", capture)
+    trainer._train_step()
+    # the same gradient by hand, from the same rollout (the sampler is seeded by the step)
+    trainer.policy.load_state_dict(start)
+    rollout, _ = trainer._rollout(trainer.schedule.batch(0))
+    mask = rollout.completion_mask.float()
+    ref_logp = token_logp(completion_logits(trainer.reference, rollout), rollout.completion_ids).detach()
+    logp = token_logp(completion_logits(trainer.policy, rollout), rollout.completion_ids)
+    terms = kl_terms(trainer.kl, logp, ref_logp, mask)
+    expected = torch.autograd.grad(aggregate(terms.loss_tokens, mask), list(trainer.policy.parameters()))
+    for (param_name, _), grad in zip(trainer.policy.named_parameters(), expected):
+        assert torch.allclose(captured[param_name], grad, atol=1e-7, rtol=1e-4), param_name
+    assert sum(g.abs().sum() for g in expected) > 0
+
+
+def test_reward_placement_shapes_the_advantage_not_the_loss(tiny_base, arith_data, tmp_path, monkeypatch):
+    monkeypatch.setattr(trainer_module, "get_reward", lambda _: lambda c, r: [1.0] * len(c))
+    trainer = Trainer(_config(tiny_base, arith_data, kl="k1-reward", beta=0.5), tmp_path)
+    torch.manual_seed(0)
+    trainer.policy.load_state_dict({k: v + 0.05 * torch.randn_like(v) for k, v in trainer.policy.state_dict().items()})
+    record = trainer._train_step()
+    assert record["loss/kl"] == 0.0
+    assert record["kl/reward_penalty_mean"] != 0.0
+    assert record["rollout/advantage_abs_mean"] > 0  # the constant reward alone would give 0
+
+
+def test_lag_zero_is_the_on_policy_path_and_lag_one_is_not(tiny_base, arith_data, tmp_path, parity_reward):
+    runs = {}
+    for lag in (0, 1):
+        trainer = Trainer(_config(tiny_base, arith_data, async_lag=lag, kl="k3-loss", beta=0.1, steps=1), tmp_path / f"one{lag}")
+        trainer.run()
+        runs[("one", lag)] = _weights(trainer.policy)
+        trainer = Trainer(_config(tiny_base, arith_data, async_lag=lag, kl="k3-loss", beta=0.1, steps=3), tmp_path / f"three{lag}")
+        trainer.run()
+        runs[("three", lag)] = _weights(trainer.policy)
+    # at step 0 the lagged actor holds the same weights as the learner: the off-policy
+    # machinery (μ's log-probs, ratios) must reduce exactly to the on-policy update
+    assert all(torch.equal(runs[("one", 0)][n], runs[("one", 1)][n]) for n in runs[("one", 0)])
+    assert not all(torch.equal(runs[("three", 0)][n], runs[("three", 1)][n]) for n in runs[("three", 0)])
+    records = read_metrics(tmp_path / "three1" / "metrics.jsonl")
+    assert records[0]["is/ratio_max"] == pytest.approx(1.0)
+    assert records[2]["is/ratio_max"] != pytest.approx(1.0)
+
+
+def test_same_seed_same_run_other_seed_other_run(tiny_base, arith_data, tmp_path, parity_reward):
+    histories = {}
+    for name, seed in (("a", 3), ("b", 3), ("c", 4)):
+        Trainer(_config(tiny_base, arith_data, seed=seed, kl="k1-reward", beta=0.1), tmp_path / name).run()
+        histories[name] = _strip_times(read_metrics(tmp_path / name / "metrics.jsonl"))
+    assert histories["a"] == histories["b"]
+    assert histories["a"] != histories["c"]
+
+
+def test_non_finite_loss_stops_the_cell_cleanly(tiny_base, arith_data, tmp_path, monkeypatch):
+    monkeypatch.setattr(trainer_module, "get_reward", lambda _: lambda c, r: [float("nan")] * len(c))
+    status = Trainer(_config(tiny_base, arith_data, steps=5), tmp_path).run()
+    assert status == "diverged"
+    record = json.loads((tmp_path / "status.json").read_text())
+    assert record["status"] == "diverged" and record["step"] == 0
+    assert "non-finite" in record["reason"]
+    assert len(read_metrics(tmp_path / "metrics.jsonl")) == 1
+    assert (tmp_path / "final" / "config.json").exists()
+
+
+def test_collapse_detector_stops_a_collapsing_cell(tiny_base, arith_data, tmp_path, monkeypatch):
+    calls = []
+
+    def collapsing(completions, references):
+        calls.append(1)
+        return [1.0 if len(calls) <= 2 else 0.0] * len(completions)
+
+    monkeypatch.setattr(trainer_module, "get_reward", lambda _: collapsing)
+    config = _config(tiny_base, arith_data, steps=10, collapse_window=2, collapse_ratio=0.5, eval_size=1)
+    trainer = Trainer(config, tmp_path)
+    trainer._evaluate = lambda: 0.0  # keep the reward calls to training rollouts
+    assert trainer.run() == "diverged"
+    record = json.loads((tmp_path / "status.json").read_text())
+    assert record["step"] == 3 and record["reason"].startswith("collapse at step 3")
+    assert [r["rollout/accuracy"] for r in read_metrics(tmp_path / "metrics.jsonl")] == [1.0, 1.0, 0.0, 0.0]
+
+
+def test_config_errors_name_the_key(tmp_path):
+    path = tmp_path / "cell.yaml"
+    path.write_text("base_model: x\ntrain_data: y\neval_data: z\nreward: arithmetic\nbta: 0.1\n")
+    with pytest.raises(ValueError, match="unknown key 'bta'; known keys: adam_betas"):
+        load_config(path)
+    path.write_text("base_model: x\ntrain_data: y\neval_data: z\nreward: arithmetic\n")
+    with pytest.raises(ValueError, match="bad value for 'advantage': 'grpo'"):
+        load_config(path, ["advantage=grpo"])
+    with pytest.raises(ValueError, match="KLConfig.beta: 0 with placement 'loss' adds nothing"):
+        load_config(path, ["kl=k3-loss"])
+    with pytest.raises(ValueError, match="missing required key 'reward'"):
+        path.write_text("base_model: x\ntrain_data: y\neval_data: z\n")
+        load_config(path)
+
+
+@pytest.mark.slow
+def test_resume_after_a_real_kill_equals_an_uninterrupted_run(tiny_base, arith_data, tmp_path):
+    config = _config(tiny_base, arith_data, steps=40, checkpoint_every=7, eval_every=10, kl="k3-loss", beta=0.1, async_lag=2)
+    path = tmp_path / "cell.yaml"
+    path.write_text(yaml.safe_dump(config.to_dict()))
+    command = [sys.executable, "-m", "klrl", "train", "--config", str(path), "--out"]
+    subprocess.run([*command, str(tmp_path / "whole")], check=True, capture_output=True)
+
+    cut = tmp_path / "cut"
+    process = subprocess.Popen([*command, str(cut)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # kill between checkpoints, past the second one
+        lines = (cut / "metrics.jsonl").read_text().count("\n") if (cut / "metrics.jsonl").exists() else 0
+        if lines >= 17:
+            break
+        time.sleep(0.005)
+    process.kill()
+    process.wait()
+    assert not (cut / "status.json").exists(), "the run finished before it could be killed"
+    assert (cut / "checkpoint.pt").exists()
+    subprocess.run([*command, str(cut)], check=True, capture_output=True)
+
+    whole = load_file(tmp_path / "whole" / "final" / "model.safetensors")
+    resumed = load_file(cut / "final" / "model.safetensors")
+    assert all(torch.equal(whole[name], resumed[name]) for name in whole)
+    assert _strip_times(read_metrics(cut / "metrics.jsonl")) == _strip_times(read_metrics(tmp_path / "whole" / "metrics.jsonl"))
+    assert json.loads((cut / "status.json").read_text())["status"] == "completed"
+    assert not (cut / "checkpoint.pt").exists()

@@ -1,0 +1,1 @@
+"""RL training of one cell: configuration, rollouts, scoring, the loop, checkpoints, metrics."""

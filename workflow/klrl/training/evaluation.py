@@ -1,0 +1,24 @@
+"""The trainer's periodic evaluation: pass@1 on a fixed held-out subset, by sampling.
+
+pass@1 = the mean reward over `n` samples per problem (temperature 1, top-p 1, the paper's
+metric), which is the probability that one sample is correct, averaged over problems.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from klrl.training.prompts import encode_prompts
+from klrl.training.sampling import HFSampler, completion_texts
+
+
+@torch.no_grad()
+def pass_at_1(model, tokenizer, sampler: HFSampler, rows: list[dict], reward_fn, n: int, generator, chunk: int = 256) -> float:
+    """Mean reward of `n` samples for each row, sampled in chunks of `chunk` sequences."""
+    group = [row for row in rows for _ in range(n)]
+    rewards: list[float] = []
+    for start in range(0, len(group), chunk):
+        part = group[start : start + chunk]
+        rollout = sampler.sample(model, encode_prompts(tokenizer, [row["prompt"] for row in part]), generator)
+        rewards += reward_fn(completion_texts(tokenizer, rollout), [row["answer"] for row in part])
+    return sum(rewards) / len(rewards)

@@ -1,0 +1,114 @@
+"""Rollout generation behind a small interface; `hf` is the transformers backend.
+
+A backend turns prompts (token ids) into completions: `sample(model, prompts, generator)`
+returns a `Rollout` with left-padded prompts and right-padded completions. Sampling uses
+only the `torch.Generator` it is given, so a seed fully determines the rollout.
+
+The `hf` backend runs its own KV-cache decoding loop (prefill once, then one token per step
+for every unfinished sequence) with temperature and top-p; on the tiny model it is faster
+than `model.generate`, and it takes the generator that `generate` does not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+
+
+@dataclass
+class Rollout:
+    prompt_ids: torch.Tensor  # (B, P) left-padded with pad_id
+    prompt_mask: torch.Tensor  # (B, P) 1 on real prompt tokens
+    completion_ids: torch.Tensor  # (B, L) right-padded with pad_id after EOS
+    completion_mask: torch.Tensor  # (B, L) 1 on generated tokens, the EOS included
+
+    @property
+    def input_ids(self) -> torch.Tensor:
+        return torch.cat([self.prompt_ids, self.completion_ids], dim=1)
+
+    @property
+    def attention_mask(self) -> torch.Tensor:
+        return torch.cat([self.prompt_mask, self.completion_mask], dim=1)
+
+
+def left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token lists as a left-padded (B, P) tensor and its mask."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        ids[row, width - len(prompt) :] = torch.tensor(prompt)
+        mask[row, width - len(prompt) :] = 1
+    return ids, mask
+
+
+def position_ids(mask: torch.Tensor) -> torch.Tensor:
+    """Positions that start at 0 at each sequence's first real token (left padding)."""
+    return (mask.cumsum(-1) - 1).clamp(min=0)
+
+
+def next_token_distribution(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """Probabilities after temperature scaling and nucleus (top-p) truncation, renormalised."""
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    if top_p < 1.0:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        outside = sorted_probs.cumsum(-1) - sorted_probs >= top_p  # keep the smallest set reaching top_p
+        sorted_probs = sorted_probs.masked_fill(outside, 0.0)
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+        probs = probs / probs.sum(-1, keepdim=True)
+    return probs
+
+
+@dataclass
+class HFSampler:
+    """KV-cache sampling with a transformers causal LM, on whatever device the model is."""
+
+    eos_id: int
+    pad_id: int
+    max_new_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+
+    @torch.no_grad()
+    def sample(self, model, prompts: list[list[int]], generator: torch.Generator | None) -> Rollout:
+        device = next(model.parameters()).device
+        prompt_ids, prompt_mask = left_pad(prompts, self.pad_id)
+        ids, mask = prompt_ids.to(device), prompt_mask.to(device)
+        cache = DynamicCache()
+        out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask), cache=cache, logits_to_keep=1)
+        batch = len(prompts)
+        tokens = torch.full((batch, self.max_new_tokens), self.pad_id, dtype=torch.long, device=device)
+        done = torch.zeros(batch, dtype=torch.bool, device=device)
+        positions = mask.sum(-1, keepdim=True)
+        length = self.max_new_tokens
+        for step in range(self.max_new_tokens):
+            logits = out.logits[:, -1]
+            if self.temperature == 0:
+                token = logits.argmax(-1)
+            else:
+                probs = next_token_distribution(logits, self.temperature, self.top_p)
+                token = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(-1).to(device)
+            token = token.masked_fill(done, self.pad_id)
+            tokens[:, step] = token
+            done |= token == self.eos_id
+            if bool(done.all()) or step == self.max_new_tokens - 1:
+                length = step + 1
+                break
+            mask = torch.cat([mask, mask.new_ones(batch, 1)], dim=1)
+            out = model(input_ids=token[:, None], attention_mask=mask, position_ids=positions + step, cache=cache)
+        tokens = tokens[:, :length].cpu()
+        return Rollout(prompt_ids, prompt_mask, tokens, _completion_mask(tokens, self.eos_id))
+
+
+def _completion_mask(tokens: torch.Tensor, eos_id: int) -> torch.Tensor:
+    """1 on every token up to and including the first EOS (all of them if there is none)."""
+    after_eos = (tokens == eos_id).long().cumsum(-1) - (tokens == eos_id).long()
+    return (after_eos == 0).long()
+
+
+def completion_texts(tokenizer, rollout: Rollout) -> list[str]:
+    """Each completion decoded without special tokens (what rewards read)."""
+    rows = zip(rollout.completion_ids, rollout.completion_mask.bool())
+    return [tokenizer.decode(ids[keep].tolist(), skip_special_tokens=True) for ids, keep in rows]

@@ -1,0 +1,51 @@
+"""Log-probabilities of sampled completions, and exact per-token distribution statistics.
+
+`completion_logits` runs a model over prompt + completion and returns the logits that
+predict each completion token; `token_logp` picks the sampled tokens' log-probs from them.
+Logits are divided by the sampling temperature, so the log-probs are those of the
+distribution the tokens were drawn from (top-p truncation aside).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from klrl.training.sampling import Rollout, position_ids
+
+
+def completion_logits(model, rollout: Rollout, temperature: float = 1.0) -> torch.Tensor:
+    """(B, L, V) float32 logits predicting completion token t from everything before it,
+    on the model's device."""
+    device = next(model.parameters()).device
+    mask = rollout.attention_mask.to(device)
+    out = model(input_ids=rollout.input_ids.to(device), attention_mask=mask, position_ids=position_ids(mask))
+    prompt_len = rollout.prompt_ids.shape[1]
+    length = rollout.completion_ids.shape[1]
+    logits = out.logits[:, prompt_len - 1 : prompt_len - 1 + length].float()
+    return logits / temperature if temperature > 0 else logits
+
+
+def token_logp(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """log softmax(logits)[token] per position: (B, L)."""
+    return torch.log_softmax(logits, dim=-1).gather(-1, tokens[..., None]).squeeze(-1)
+
+
+def distribution_stats(policy_logits: torch.Tensor, ref_logits: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+    """Exact per-token reverse KL(πθ‖πref), forward KL(πref‖πθ) and entropy of πθ, from the
+    full softmax at every sampled prefix: token means and per-sequence sums (batch means)."""
+    log_pi = torch.log_softmax(policy_logits.detach(), dim=-1)
+    log_ref = torch.log_softmax(ref_logits.detach(), dim=-1)
+    pi, ref = log_pi.exp(), log_ref.exp()
+    per_token = {
+        "reverse_kl": (pi * (log_pi - log_ref)).sum(-1),
+        "forward_kl": (ref * (log_ref - log_pi)).sum(-1),
+        "entropy": -(pi * log_pi).sum(-1),
+    }
+    mask = mask.float()
+    n_tokens = mask.sum().clamp(min=1)
+    stats = {}
+    for name, values in per_token.items():
+        masked = values * mask
+        stats[f"exact/{name}_token"] = (masked.sum() / n_tokens).item()
+        stats[f"exact/{name}_seq"] = masked.sum(-1).mean().item()
+    return stats

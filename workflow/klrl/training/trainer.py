@@ -1,0 +1,302 @@
+"""RL training of one cell (`klrl train`): on- or off-policy, any KL configuration, resumable.
+
+What runs at each step t, in order:
+ 1. Prompts: `prompts_per_step` rows of the train split, from a seeded permutation per epoch.
+ 2. Rollout: G = `group_size` completions per prompt, sampled at `temperature` / `top_p` from
+    the behaviour policy μ. On-policy (async_lag k = 0) μ is the current policy. Off-policy μ
+    holds the weights of step t − k (step 0 while t < k): what an asynchronous actor lagging
+    k optimizer steps produces, but deterministic.
+ 3. Scores: the task reward R; log-probs of the sampled tokens under the policy (with
+    gradient), the frozen reference πref (the base model) and, off-policy, μ (recomputed by
+    the learner from the stale weights, as in the paper).
+ 4. KL: `klrl.kl.kl_terms` and nothing else. The reward penalty shapes R̃ = R − penalty; the
+    advantage is computed from R̃ within each group (RLOO by default; Dr. GRPO's R − group
+    mean with `advantage: group-mean`, the paper's off-policy choice).
+ 5. Loss: `aggregate(policy term + KL loss term)`; the policy term is −clamp(πθ/μ, 0, c)·A
+    per token (truncated IS; the ratio is 1 on-policy), or PPO's clipped objective when
+    `ppo_clip` is set. AdamW after gradient-norm clipping; with ppo_epochs × minibatches > 1
+    the batch is reused for several updates, the ratio anchored at the pre-update policy
+    (on-policy) or at μ (off-policy).
+Departures from the paper: a deterministic lag replaces real asynchrony; the periodic
+evaluation uses a fixed subset of the held-out split; the defaults are toy-scale (the paper's
+values are in config/paper.yaml).
+
+Files in the output folder: metrics.jsonl (one line per step), status.json (completed or
+diverged, with the step and reason), config.yaml (resolved), checkpoint.pt while running,
+final/ (the trained model and tokenizer). Re-running the same command resumes from the
+checkpoint, or does nothing when status.json says the cell is finished.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections import deque
+from pathlib import Path
+
+import torch
+import yaml
+from tqdm import tqdm
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from klrl.kl import kl_terms
+from klrl.objectives import advantages, aggregate, policy_loss_tokens, ppo_loss_tokens
+from klrl.rewards import get_reward
+from klrl.tasks.data import read_split
+from klrl.training.checkpoint import load_checkpoint, save_checkpoint
+from klrl.training.config import TrainConfig
+from klrl.training.evaluation import pass_at_1
+from klrl.training.prompts import PromptSchedule, encode_prompts
+from klrl.training.sampling import HFSampler, Rollout, completion_texts
+from klrl.training.scoring import completion_logits, distribution_stats, token_logp
+from klrl.training.tracking import MetricsLog, Tracker, read_metrics, write_status
+
+
+def _generator(*keys: object) -> torch.Generator:
+    """A CPU generator seeded from the keys (e.g. seed and step), the same in every process."""
+    text = "/".join(map(str, keys))
+    return torch.Generator().manual_seed(int.from_bytes(text.encode(), "little") % (2**63))
+
+
+def _lr_lambda(config: TrainConfig):
+    def factor(step: int) -> float:
+        warm = min(1.0, (step + 1) / config.warmup_steps) if config.warmup_steps else 1.0
+        if config.lr_schedule == "cosine":
+            return warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, step / config.steps))))
+        return warm
+
+    return factor
+
+
+def _select(rollout: Rollout, index: torch.Tensor) -> Rollout:
+    return Rollout(*(tensor[index] for tensor in vars(rollout).values()))
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig, out_dir: Path, tracker: Tracker | None = None) -> None:
+        self.config = config
+        self.out_dir = Path(out_dir)
+        self.tracker = tracker or Tracker()
+        self.kl = config.kl_config()
+        self.reward_fn = get_reward(config.reward)
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        torch.manual_seed(config.seed)
+        self.device = torch.device(config.device)
+        self.tokenizer = AutoTokenizer.from_pretrained(config.base_model)
+        self.policy = AutoModelForCausalLM.from_pretrained(config.base_model, dtype=torch.float32).to(self.device)
+        self.reference = copy.deepcopy(self.policy).eval().requires_grad_(False)
+        self.behaviour = copy.deepcopy(self.reference) if config.async_lag else None
+        self.optimizer = torch.optim.AdamW(
+            self.policy.parameters(), lr=config.lr, weight_decay=config.weight_decay, betas=config.adam_betas
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _lr_lambda(config))
+        self.schedule = PromptSchedule(read_split(Path(config.train_data)), config.prompts_per_step, config.seed)
+        self.eval_rows = read_split(Path(config.eval_data))[: config.eval_size]
+        eos = self.tokenizer.eos_token_id
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
+        self.sampler = HFSampler(eos, pad, config.max_new_tokens, config.temperature, config.top_p)
+        self.history: deque[dict] = deque(maxlen=config.async_lag + 1)  # θ_{t−k} … θ_t
+        self.step = 0
+
+    # ----------------------------------------------------------------- state
+    def _weights(self) -> dict:
+        return {name: tensor.detach().cpu().clone() for name, tensor in self.policy.state_dict().items()}
+
+    def _restore(self) -> None:
+        state = load_checkpoint(self.out_dir)
+        if state is None:
+            return
+        self.policy.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.history = deque(state["history"], maxlen=self.config.async_lag + 1)
+        self.step = state["step"]
+
+    def _checkpoint(self) -> None:
+        save_checkpoint(
+            self.out_dir,
+            {
+                "step": self.step,
+                "policy": self.policy.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "history": list(self.history),
+                "data_position": self.schedule.position(self.step),
+            },
+        )
+
+    # ------------------------------------------------------------------ loop
+    def run(self) -> str:
+        """Train to the end (or to a divergence); returns the final status."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        (self.out_dir / "config.yaml").write_text(yaml.safe_dump(self.config.to_dict(), sort_keys=True))
+        self._restore()
+        log = MetricsLog(self.out_dir / "metrics.jsonl", keep_steps_below=self.step)
+        accuracies = [record["rollout/accuracy"] for record in read_metrics(log.path) if "rollout/accuracy" in record]
+        if self.step == 0:
+            self.tracker.log_params(self.config.to_dict())
+        bar = tqdm(total=self.config.steps, initial=self.step, desc=self.out_dir.name, mininterval=2.0)
+        status, reason = "completed", ""
+        while self.step < self.config.steps:
+            evaluation = {"eval/pass@1": self._evaluate()} if self._due(self.config.eval_every) else {}
+            record = self._train_step() | evaluation
+            accuracies.append(record["rollout/accuracy"])
+            problem = self._divergence(record, accuracies)
+            if problem:
+                status, reason = "diverged", problem
+            else:
+                self.step += 1
+            log.append(record)
+            self.tracker.log_metrics(record, record["step"])
+            bar.update(0 if problem else 1)
+            bar.set_postfix(reward=f"{record['rollout/reward_mean']:.3f}", kl=f"{record['kl/k1']:.3f}")
+            if problem:
+                break
+            if self.config.checkpoint_every and self.step % self.config.checkpoint_every == 0 and self.step < self.config.steps:
+                self._checkpoint()
+        bar.close()
+        if status == "completed":
+            final = {"step": self.step, "eval/pass@1": self._evaluate()}
+            log.append(final)
+            self.tracker.log_metrics(final, self.step)
+        self._finish(status, reason)
+        return status
+
+    def _due(self, every: int) -> bool:
+        """Whether a periodic action falls on the current step (step 0 always: the base)."""
+        return self.step == 0 or (every > 0 and self.step % every == 0)
+
+    def _divergence(self, record: dict, accuracies: list[float]) -> str:
+        """Why the cell must stop, or '' to go on. Collapse: over `collapse_window` steps, the
+        mean training accuracy fell below `collapse_ratio` × that of the first window."""
+        if not all(math.isfinite(record[key]) for key in ("loss/total", "optim/grad_norm")):
+            return f"non-finite loss or gradient at step {record['step']}"
+        window = self.config.collapse_window
+        if window and len(accuracies) >= 2 * window:
+            first = sum(accuracies[:window]) / window
+            recent = sum(accuracies[-window:]) / window
+            if first > 0 and recent < self.config.collapse_ratio * first:
+                return f"collapse at step {record['step']}: accuracy {recent:.3f} over the last {window} steps, {first:.3f} at the start"
+        return ""
+
+    def _finish(self, status: str, reason: str) -> None:
+        final = self.out_dir / "final"
+        self.policy.save_pretrained(final)
+        self.tokenizer.save_pretrained(final)
+        write_status(self.out_dir, status, self.step, reason)
+        for name in ("metrics.jsonl", "status.json", "config.yaml"):
+            self.tracker.log_artifact(self.out_dir / name)
+        (self.out_dir / "checkpoint.pt").unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ step
+    def _rollout(self, rows: list[dict]) -> tuple[Rollout, list[dict]]:
+        actor = self.policy
+        if self.behaviour is not None:
+            self.history.append(self._weights())
+            self.behaviour.load_state_dict(self.history[0])
+            actor = self.behaviour
+        group = [row for row in rows for _ in range(self.config.group_size)]
+        prompts = encode_prompts(self.tokenizer, [row["prompt"] for row in group])
+        actor.eval()
+        rollout = self.sampler.sample(actor, prompts, _generator(self.config.seed, "rollout", self.step))
+        return rollout, group
+
+    def _train_step(self) -> dict:
+        config, timings = self.config, {}
+        start = time.perf_counter()
+        rollout, group = self._rollout(self.schedule.batch(self.step))
+        texts = completion_texts(self.tokenizer, rollout)
+        rewards = torch.tensor(self.reward_fn(texts, [row["answer"] for row in group]), dtype=torch.float32)
+        timings["time/generate"] = time.perf_counter() - start
+
+        start = time.perf_counter()
+        rollout = Rollout(*(tensor.to(self.device) for tensor in vars(rollout).values()))
+        mask = rollout.completion_mask.float()
+        tokens = rollout.completion_ids
+        with torch.no_grad():
+            ref_logits = completion_logits(self.reference, rollout, config.temperature)
+            ref_logp = token_logp(ref_logits, tokens)
+            mu_logp = None
+            if self.behaviour is not None:
+                mu_logp = token_logp(completion_logits(self.behaviour, rollout, config.temperature), tokens)
+        self.policy.train()
+        n_updates = config.ppo_epochs * config.minibatches
+        grad = torch.enable_grad() if n_updates == 1 else torch.no_grad()
+        with grad:
+            logits = completion_logits(self.policy, rollout, config.temperature)
+            logp = token_logp(logits, tokens)
+            terms = kl_terms(self.kl, logp, ref_logp, mask, behaviour_logp=mu_logp)
+        adv = advantages(rewards.to(self.device) - terms.reward_penalty.float(), config.group_size, config.advantage)
+        record = {
+            "step": self.step,
+            "rollout/reward_mean": rewards.mean().item(),
+            "rollout/accuracy": (rewards > 0.5).float().mean().item(),
+            "rollout/response_length": mask.sum(-1).mean().item(),
+            "rollout/advantage_abs_mean": adv.abs().mean().item(),
+            **terms.stats,
+            **distribution_stats(logits, ref_logits, mask),
+            "optim/lr": self.scheduler.get_last_lr()[0],
+        }
+        if mu_logp is not None:
+            ratio = torch.exp(logp.detach() - mu_logp)[mask.bool()]
+            record["is/ratio_mean"] = ratio.mean().item()
+            record["is/ratio_max"] = ratio.max().item()
+            record["is/clamped_frac"] = (ratio > config.ratio_clamp).float().mean().item() if config.ratio_clamp else 0.0
+        timings["time/score"] = time.perf_counter() - start
+
+        if n_updates == 1:
+            losses = self._update(logp, terms.loss_tokens, mu_logp, adv, mask, timings)
+        else:
+            anchor = mu_logp if mu_logp is not None else logp
+            losses = self._updates(rollout, ref_logp, anchor, adv, timings)
+        return record | losses | timings
+
+    def _policy_term(self, logp, anchor, adv, mask) -> torch.Tensor:
+        anchor = logp.detach() if anchor is None else anchor
+        if self.config.ppo_clip is not None:
+            return ppo_loss_tokens(logp, anchor, adv, mask, self.config.ppo_clip)
+        return policy_loss_tokens(logp, anchor, adv, mask, self.config.ratio_clamp)
+
+    def _update(self, logp, kl_loss_tokens, anchor, adv, mask, timings) -> dict:
+        """One optimizer step on the policy term plus the KL loss term; returns loss metrics."""
+        start = time.perf_counter()
+        policy_tokens = self._policy_term(logp, anchor, adv, mask)
+        policy_loss = aggregate(policy_tokens, mask, self.config.loss_aggregation)
+        kl_loss = aggregate(kl_loss_tokens, mask, self.config.loss_aggregation)
+        loss = policy_loss + kl_loss
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        timings["time/backward"] = timings.get("time/backward", 0.0) + time.perf_counter() - start
+        start = time.perf_counter()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.grad_clip).item()
+        if math.isfinite(loss.item()) and math.isfinite(grad_norm):
+            self.optimizer.step()
+            self.scheduler.step()
+        timings["time/optimizer"] = timings.get("time/optimizer", 0.0) + time.perf_counter() - start
+        return {"loss/total": loss.item(), "loss/policy": policy_loss.item(), "loss/kl": kl_loss.item(), "optim/grad_norm": grad_norm}
+
+    def _updates(self, rollout, ref_logp, anchor, adv, timings) -> dict:
+        """ppo_epochs passes of `minibatches` updates each over the batch; metrics of the last."""
+        size = adv.shape[0] // self.config.minibatches
+        losses = {}
+        for epoch in range(self.config.ppo_epochs):
+            order = torch.randperm(adv.shape[0], generator=_generator(self.config.seed, "minibatch", self.step, epoch))
+            for index in order.split(size):
+                index = index.to(self.device)
+                part = _select(rollout, index)
+                start = time.perf_counter()
+                logp = token_logp(completion_logits(self.policy, part, self.config.temperature), part.completion_ids)
+                mask = part.completion_mask.float()
+                terms = kl_terms(self.kl, logp, ref_logp[index], mask, behaviour_logp=anchor[index])
+                timings["time/score"] += time.perf_counter() - start
+                losses = self._update(logp, terms.loss_tokens, anchor[index], adv[index], mask, timings)
+        return losses
+
+    def _evaluate(self) -> float:
+        """pass@1 of the current policy on the fixed held-out subset, at temperature 1."""
+        self.policy.eval()
+        sampler = HFSampler(self.sampler.eos_id, self.sampler.pad_id, self.config.max_new_tokens)
+        generator = _generator(self.config.seed, "eval")
+        return pass_at_1(self.policy, self.tokenizer, sampler, self.eval_rows, self.reward_fn, self.config.eval_samples, generator)
