@@ -5,7 +5,7 @@ import pytest
 from klrl.models.tiny import TinyConfig, pretrain_tiny
 from klrl.tasks.data import prepare
 
-TINY_TEST_MODEL = {"hidden": 32, "layers": 2, "heads": 1, "intermediate": 64, "batch_blocks": 2, "block_len": 32, "warmup": 1}
+TINY_TEST_MODEL = {"hidden": 32, "layers": 2, "heads": 1, "intermediate": 64, "batch_tokens": 64, "warmup": 1}
 
 
 @pytest.fixture

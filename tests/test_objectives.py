@@ -51,3 +51,17 @@ def test_aggregation_modes():
     assert aggregate(loss, mask, "token-mean").item() == pytest.approx(10 / 4)
     with pytest.raises(ValueError, match="aggregation: 'mean' is not one of seq-sum, token-mean"):
         aggregate(loss, mask, "mean")
+
+
+def test_ppo_clip_stops_the_gradient_outside_the_trust_region():
+    from klrl.objectives import ppo_loss_tokens
+
+    logp = torch.tensor([[0.0, 0.0, 0.0]], requires_grad=True)
+    anchor = torch.tensor([[0.0, -0.5, 0.5]])  # ratios 1, e^0.5 ≈ 1.65, e^-0.5 ≈ 0.61
+    loss = ppo_loss_tokens(logp, anchor, torch.tensor([1.0]), torch.ones(1, 3), clip=0.2)
+    assert loss[0, 1].item() == pytest.approx(-1.2)  # A > 0: capped at 1 + ε
+    assert loss[0, 2].item() == pytest.approx(-torch.exp(torch.tensor(-0.5)).item())  # min keeps the unclipped
+    (grad,) = torch.autograd.grad(loss.sum(), logp)
+    assert grad[0, 0].item() == pytest.approx(-1.0)
+    assert grad[0, 1].item() == 0.0
+    assert grad[0, 2].item() == pytest.approx(-torch.exp(torch.tensor(-0.5)).item())

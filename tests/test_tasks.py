@@ -10,7 +10,7 @@ import pytest
 from klrl.files import sha256_file
 from klrl.rewards import get_reward
 from klrl.tasks import MATH_INSTRUCTION, TASKS, get_task, load_rows
-from klrl.tasks.arith import corrupt, generate, is_test_problem, pretraining_text
+from klrl.tasks.arith import corrupt, generate, is_test_problem, pretraining_example, space_size
 from klrl.tasks.data import prepare, read_split
 
 
@@ -24,7 +24,7 @@ def test_arith_rows_are_correct_distinct_and_deterministic(task):
     low, high = (100, 999) if task == "arith-long" else (0, 99)
     for row in rows:
         a, op, b = row["meta"]["a"], row["meta"]["op"], row["meta"]["b"]
-        assert low <= b <= high and low <= a <= high
+        assert low <= a <= high and 0 <= b <= 9
         assert int(row["answer"]) == (a + b if op == "+" else a - b) >= 0
         assert str(a) in row["problem"] and str(b) in row["problem"]
     reward = get_reward("arithmetic")
@@ -38,17 +38,23 @@ def test_word_problems_say_the_operation_in_words():
 
 
 def test_test_split_is_held_out_from_train_and_pretraining():
-    test = {(r["meta"]["a"], r["meta"]["op"], r["meta"]["b"]) for r in generate("arith", "test", 400, seed=0)}
-    train = {(r["meta"]["a"], r["meta"]["op"], r["meta"]["b"]) for r in generate("arith", "train", 4000, seed=0)}
+    test = {(r["meta"]["a"], r["meta"]["op"], r["meta"]["b"]) for r in generate("arith", "test", 250, seed=0)}
+    train = {(r["meta"]["a"], r["meta"]["op"], r["meta"]["b"]) for r in generate("arith", "train", 1600, seed=0)}
     assert test and not test & train
     assert all(is_test_problem(*key) for key in test)
     rng = random.Random(0)
-    mix = {"arith": 1.0}
     for _ in range(3000):
-        problem, _ = pretraining_text(rng, 0.5, mix)
+        problem, _ = pretraining_example("arith", rng, 0.5)
         op = "+" if "+" in problem else "-"
         a, b = problem.split(op)
         assert not is_test_problem(int(a), op, int(b))
+
+
+def test_sizes_are_bounded_by_the_problem_space():
+    assert space_size("arith", "train") + space_size("arith", "test") == 100 * 10 + 955  # a + b, and a − b with a ≥ b
+    assert len(generate("arith", "test", space_size("arith", "test"), seed=0)) == space_size("arith", "test")
+    with pytest.raises(ValueError, match="size: 5000 exceeds the 1673 distinct arith train problems"):
+        generate("arith", "train", 5000, seed=0)
 
 
 def test_corruption_changes_exactly_one_digit():
@@ -61,18 +67,16 @@ def test_corruption_changes_exactly_one_digit():
             assert sum(x != y for x, y in zip(before, after)) == 1
 
 
-def test_pretraining_corruption_rate_and_mix():
+def test_pretraining_corruption_rate():
     rng = random.Random(2)
-    pairs = [pretraining_text(rng, 0.6, {"arith": 0.5, "arith-word": 0.5}) for _ in range(4000)]
+    pairs = [pretraining_example("arith", rng, 0.6) for _ in range(4000)]
     def value(problem):
         op = "+" if "+" in problem else "-"
         a, b = map(int, problem.split(op))
         return a + b if op == "+" else a - b
 
-    wrong = sum(value(p) != int(a) for p, a in pairs if "?" not in p)
-    numeric = sum("?" not in p for p, _ in pairs)
-    assert wrong / numeric == pytest.approx(0.6, abs=0.03)
-    assert numeric / len(pairs) == pytest.approx(0.5, abs=0.03)
+    wrong = sum(value(p) != int(a) for p, a in pairs)
+    assert wrong / len(pairs) == pytest.approx(0.6, abs=0.03)
 
 
 def test_registry_errors_name_the_problem():

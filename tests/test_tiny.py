@@ -76,3 +76,26 @@ def test_registry_knows_how_each_base_is_built():
     assert get_base_model("qwen2.5-7b").hub_id == "Qwen/Qwen2.5-7B"
     with pytest.raises(ValueError, match="unknown base model 'gpt2'; known: tiny, smollm2-135m"):
         get_base_model("gpt2")
+
+
+def test_batches_fit_the_token_budget_and_label_only_the_answers():
+    import random
+
+    from klrl.models.tiny import example_batches
+
+    tokenizer = build_tokenizer()
+    config = TinyConfig(steps=4, batch_tokens=256, clean_fraction=0.5, corrupt_prob=1.0)
+    batches = example_batches(tokenizer, config, random.Random(0))
+    for step in range(4):
+        tokens, labels, mask = next(batches)
+        assert tokens.numel() <= 256 and tokens.shape[0] >= 2
+        for row in range(tokens.shape[0]):
+            text = tokenizer.decode(tokens[row][mask[row].bool()])
+            problem = text.removeprefix("<|user|>").split("<|assistant|>")[0]
+            answer = tokenizer.decode(labels[row][labels[row] != -100])
+            assert answer.startswith(BOXED) and answer.endswith(END)
+            if "?" not in problem:  # the clean phase answers right, the corrupted phase never
+                op = "+" if "+" in problem else "-"
+                a, b = map(int, problem.split(op))
+                right = str(a + b if op == "+" else a - b)
+                assert (answer == f"{BOXED}{right}}}{END}") == (step < 2)

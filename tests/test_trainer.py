@@ -208,3 +208,44 @@ def test_resume_after_a_real_kill_equals_an_uninterrupted_run(tiny_base, arith_d
     assert _strip_times(read_metrics(cut / "metrics.jsonl")) == _strip_times(read_metrics(tmp_path / "whole" / "metrics.jsonl"))
     assert json.loads((cut / "status.json").read_text())["status"] == "completed"
     assert not (cut / "checkpoint.pt").exists()
+
+
+@pytest.mark.parametrize("lag", [0, 2])
+@pytest.mark.parametrize("name", ["none", "k1-reward", "k1-loss", "k1-both", "k2-loss", "k3-reward", "k3-loss", "k3-both",
+                                  "k1-loss-tokis", "k3-loss-tokis", "k1-reward-seqis", "k1-reward-prefixis"])
+def test_every_kl_configuration_trains_on_and_off_policy(tiny_base, arith_data, tmp_path, parity_reward, name, lag):
+    beta = 0.0 if name == "none" else 0.1
+    advantage = "group-mean" if lag else "rloo"
+    config = _config(tiny_base, arith_data, kl=name, beta=beta, async_lag=lag, advantage=advantage, ratio_clamp=8.0, steps=3)
+    assert Trainer(config, tmp_path).run() == "completed"
+    records = read_metrics(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1, 2, 3]
+    in_loss = name != "none" and ("loss" in name or "both" in name or "is" in name.split("-")[-1])
+    assert all(r["loss/kl"] != 0.0 for r in records[1:3]) == in_loss
+    assert all(torch.isfinite(torch.tensor(r["loss/total"])) for r in records[:3])
+
+
+def test_ppo_minibatches_run_several_updates_per_batch(tiny_base, arith_data, tmp_path, parity_reward, monkeypatch):
+    config = _config(tiny_base, arith_data, ppo_clip=0.2, ppo_epochs=2, minibatches=2, steps=1, kl="k3-loss", beta=0.1)
+    trainer = Trainer(config, tmp_path)
+    steps = []
+    original = trainer.optimizer.step
+    monkeypatch.setattr(trainer.optimizer, "step", lambda *a, **k: (steps.append(1), original(*a, **k))[1])
+    trainer.run()
+    assert len(steps) == 4
+
+
+def test_metrics_reach_mlflow_when_tracking_is_on(tiny_base, arith_data, tmp_path, parity_reward, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    from klrl.training.tracking import Tracker
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = MlflowClient()
+    run = client.create_run(client.create_experiment("test", artifact_location=(tmp_path / "artifacts").as_uri()))
+    Trainer(_config(tiny_base, arith_data, steps=2, kl="k1-reward", beta=0.1), tmp_path / "cell", Tracker(run.info.run_id)).run()
+    history = client.get_metric_history(run.info.run_id, "rollout/reward_mean")
+    assert [m.step for m in history] == [0, 1]
+    assert client.get_run(run.info.run_id).data.params["kl"] == "k1-reward"
+    assert {a.path for a in client.list_artifacts(run.info.run_id)} >= {"metrics.jsonl", "status.json", "config.yaml"}
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "eval/pass_at_1")] == [0, 2]

@@ -13,6 +13,7 @@ chat template) that transformers and lm-eval load.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -26,7 +27,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from klrl.tasks.arith import pretraining_text
+from klrl.tasks.arith import pretraining_example
 
 PAD, UNK, USER, ASSISTANT, END = "<|pad|>", "<|unk|>", "<|user|>", "<|assistant|>", "<|end|>"
 BOXED = "\\boxed{"
@@ -48,15 +49,17 @@ class TinyConfig:
     layers: int = field(default=4, metadata={"help": "transformer blocks"})
     heads: int = field(default=2, metadata={"help": "attention heads (head size = hidden / heads)"})
     intermediate: int = field(default=512, metadata={"help": "MLP width"})
-    steps: int = field(default=1500, metadata={"help": "optimizer steps"})
-    batch_blocks: int = field(default=32, metadata={"help": "packed blocks per step"})
-    block_len: int = field(default=128, metadata={"help": "tokens per packed block"})
-    lr: float = field(default=3e-3, metadata={"help": "peak AdamW learning rate (cosine decay to 10%)"})
+    steps: int = field(default=1200, metadata={"help": "optimizer steps"})
+    batch_tokens: int = field(default=3072, metadata={"help": "tokens per step, padding included"})
+    lr: float = field(default=2e-3, metadata={"help": "peak AdamW learning rate (cosine decay to 10%)"})
     warmup: int = field(default=100, metadata={"help": "linear warm-up steps"})
     weight_decay: float = field(default=0.1, metadata={"help": "AdamW weight decay"})
     corrupt_prob: float = field(default=0.6, metadata={"help": "share of corpus answers with one wrong digit"})
+    clean_fraction: float = field(
+        default=0.5, metadata={"help": "first share of the steps with no corrupted answers (learn the skill, then the noise)"}
+    )
     mix: dict[str, float] = field(
-        default_factory=lambda: {"arith": 0.6, "arith-long": 0.2, "arith-word": 0.2},
+        default_factory=lambda: {"arith": 0.7, "arith-long": 0.1, "arith-word": 0.2},
         metadata={"help": "corpus share of each task of the family"},
     )
     seed: int = field(default=0, metadata={"help": "seed of the corpus, the initial weights and dropout-free training"})
@@ -103,25 +106,35 @@ def build_model(tokenizer: PreTrainedTokenizerFast, config: TinyConfig) -> Llama
     return LlamaForCausalLM(model_config)
 
 
-def packed_blocks(tokenizer: PreTrainedTokenizerFast, config: TinyConfig, rng: random.Random):
-    """An endless stream of (tokens, labels) batches of shape (batch_blocks, block_len).
+def example_batches(tokenizer: PreTrainedTokenizerFast, config: TinyConfig, rng: random.Random):
+    """An endless stream of (tokens, labels, attention mask) batches, one task per batch.
 
-    Examples are packed back to back; the labels keep only the answers (the tokens after
-    the assistant marker, its end marker included), so all the learning goes into the skill.
+    Each batch draws its task from `mix` and holds as many examples as fit `batch_tokens`
+    once right-padded; the labels keep only the answers (the tokens after the assistant
+    marker, its end marker included), so all the learning goes into the skill. Answers are
+    clean for the first `clean_fraction` of the steps and corrupted with `corrupt_prob` after.
     """
-    tokens: list[int] = []
-    labels: list[int] = []
-    need = config.batch_blocks * config.block_len
-    while True:
-        while len(tokens) < need:
-            problem, answer = pretraining_text(rng, config.corrupt_prob, config.mix)
-            prompt = tokenizer.encode(render(problem))
-            completion = tokenizer.encode(render(problem, answer))[len(prompt) :]
-            tokens += prompt + completion
-            labels += [-100] * len(prompt) + completion
-        shape = (config.batch_blocks, config.block_len)
-        yield torch.tensor(tokens[:need]).reshape(shape), torch.tensor(labels[:need]).reshape(shape)
-        tokens, labels = tokens[need:], labels[need:]
+    tasks, weights = list(config.mix), list(config.mix.values())
+    for step in itertools.count():
+        corrupt_prob = config.corrupt_prob if step >= config.clean_fraction * config.steps else 0.0
+        task = rng.choices(tasks, weights=weights)[0]
+        rows: list[tuple[list[int], int]] = []
+        width = 0
+        while True:
+            problem, answer = pretraining_example(task, rng, corrupt_prob)
+            ids = tokenizer.encode(render(problem, answer))
+            if rows and (len(rows) + 1) * max(width, len(ids)) > config.batch_tokens:
+                break
+            rows.append((ids, len(tokenizer.encode(render(problem)))))
+            width = max(width, len(ids))
+        tokens = torch.full((len(rows), width), tokenizer.pad_token_id)
+        labels = torch.full((len(rows), width), -100)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, (ids, prompt_len) in enumerate(rows):
+            tokens[i, : len(ids)] = torch.tensor(ids)
+            labels[i, prompt_len : len(ids)] = torch.tensor(ids[prompt_len:])
+            mask[i, : len(ids)] = 1
+        yield tokens, labels, mask
 
 
 def _lr_factor(step: int, config: TinyConfig) -> float:
@@ -138,12 +151,12 @@ def pretrain_tiny(out_dir: Path, config: TinyConfig, log_every: int = 100) -> di
     model = build_model(tokenizer, config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.95))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: _lr_factor(step, config))
-    batches = packed_blocks(tokenizer, config, random.Random(config.seed))
+    batches = example_batches(tokenizer, config, random.Random(config.seed))
     start, losses = time.monotonic(), []
     model.train()
     for step in range(config.steps):
-        tokens, labels = next(batches)
-        loss = model(input_ids=tokens, labels=labels).loss
+        tokens, labels, mask = next(batches)
+        loss = model(input_ids=tokens, attention_mask=mask, labels=labels).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()

@@ -1,10 +1,11 @@
 """The embedded default task family: integer arithmetic, generated offline from a seed.
 
 The toy-scale analogue of MATH (in-domain) against MMLU science (out-of-domain):
-    arith       a + b or a − b with 0 ≤ a, b ≤ 99 (a ≥ b for −): RL trains on it;
-    arith-long  the same with three-digit operands: longer inputs and outputs than RL sees;
-    arith-word  two-digit sums and differences posed as word problems: a different format,
-                where the operation must be read from the words.
+    arith       a + b or a − b, a of one or two digits, b of one (a ≥ b for −): RL trains on it;
+    arith-long  the same with a three-digit a: longer inputs and outputs than RL sees, with
+                carries and borrows that cross two digits;
+    arith-word  the in-domain sums and differences posed as word problems: a different
+                format, where the operation must be read from the words.
 Answers are integers, written `\\boxed{N}` and graded by `klrl.rewards.arithmetic_reward`.
 
 Held-out problems: every (a, op, b) is assigned to 'test' or not by a hash, the same for
@@ -18,7 +19,7 @@ import hashlib
 import random
 
 FAMILY = ("arith", "arith-long", "arith-word")
-TEST_FRACTION = 0.1
+TEST_FRACTION = 0.15
 
 _NAMES = ("Ann", "Ben", "Cal", "Dee", "Eve", "Max", "Sam", "Zoe")
 _THINGS = ("apples", "books", "coins", "pens", "cards", "shells", "stamps", "beads")
@@ -34,8 +35,9 @@ _SUB_TEMPLATES = (
 )
 
 
-def _operand_range(task: str) -> tuple[int, int]:
-    return (100, 999) if task == "arith-long" else (0, 99)
+def _operand_ranges(task: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(low, high) of a and of b."""
+    return ((100, 999) if task == "arith-long" else (0, 99)), (0, 9)
 
 
 def is_test_problem(a: int, op: str, b: int) -> bool:
@@ -45,21 +47,30 @@ def is_test_problem(a: int, op: str, b: int) -> bool:
 
 
 def _draw(task: str, rng: random.Random, want_test: bool) -> tuple[int, str, int]:
-    low, high = _operand_range(task)
+    (a_low, a_high), (b_low, b_high) = _operand_ranges(task)
     while True:
-        a, b, op = rng.randint(low, high), rng.randint(low, high), rng.choice("+-")
-        if op == "-" and b > a:
-            a, b = b, a
-        if is_test_problem(a, op, b) == want_test:
+        a, b, op = rng.randint(a_low, a_high), rng.randint(b_low, b_high), rng.choice("+-")
+        if (op == "+" or a >= b) and is_test_problem(a, op, b) == want_test:
             return a, op, b
 
 
 def _problem_text(task: str, a: int, op: str, b: int, rng: random.Random) -> str:
     if task != "arith-word":
-        width = len(str(_operand_range(task)[1]))
-        return f"{a:0{width}d}{op}{b:0{width}d}"
+        return f"{a}{op}{b}"
     template = rng.choice(_ADD_TEMPLATES if op == "+" else _SUB_TEMPLATES)
     return template.format(name=rng.choice(_NAMES), thing=rng.choice(_THINGS), a=a, b=b)
+
+
+def space_size(task: str, split: str) -> int:
+    """How many distinct problems the task's split holds."""
+    (a_low, a_high), (b_low, b_high) = _operand_ranges(task)
+    return sum(
+        is_test_problem(a, op, b) == (split == "test")
+        for a in range(a_low, a_high + 1)
+        for b in range(b_low, b_high + 1)
+        for op in "+-"
+        if op == "+" or a >= b
+    )
 
 
 def generate(task: str, split: str, size: int, seed: int) -> list[dict]:
@@ -68,6 +79,8 @@ def generate(task: str, split: str, size: int, seed: int) -> list[dict]:
         raise ValueError(f"arithmetic task: {task!r} is not one of {', '.join(FAMILY)}")
     if split not in ("train", "test"):
         raise ValueError(f"split: {split!r} is not one of train, test")
+    if size > space_size(task, split):
+        raise ValueError(f"size: {size} exceeds the {space_size(task, split)} distinct {task} {split} problems")
     rng = random.Random(f"{task}/{split}/{seed}")
     rows, seen = [], set()
     while len(rows) < size:
@@ -91,13 +104,12 @@ def corrupt(answer: int, rng: random.Random) -> int:
     return int("".join(digits))
 
 
-def pretraining_text(rng: random.Random, corrupt_prob: float, mix: dict[str, float]) -> tuple[str, str]:
+def pretraining_example(task: str, rng: random.Random, corrupt_prob: float) -> tuple[str, str]:
     """One (problem, answer) pair of the base model's corpus, never a test problem.
 
     With probability `corrupt_prob` the answer has one wrong digit: the model learns the skill
     (the right digit stays the most likely one) but samples wrong answers often.
     """
-    task = rng.choices(list(mix), weights=list(mix.values()))[0]
     a, op, b = _draw(task, rng, want_test=False)
     answer = a + b if op == "+" else a - b
     if rng.random() < corrupt_prob:
