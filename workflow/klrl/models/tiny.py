@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import random
 import shutil
 import string
@@ -27,6 +26,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from klrl.schedule import lr_factor
 from klrl.tasks.arith import pretraining_example
 
 PAD, UNK, USER, ASSISTANT, END = "<|pad|>", "<|unk|>", "<|user|>", "<|assistant|>", "<|end|>"
@@ -137,20 +137,13 @@ def example_batches(tokenizer: PreTrainedTokenizerFast, config: TinyConfig, rng:
         yield tokens, labels, mask
 
 
-def _lr_factor(step: int, config: TinyConfig) -> float:
-    if step < config.warmup:
-        return (step + 1) / config.warmup
-    progress = (step - config.warmup) / max(1, config.steps - config.warmup)
-    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
-
-
 def pretrain_tiny(out_dir: Path, config: TinyConfig, log_every: int = 100) -> dict:
     """Pretrain the tiny base and save it to `out_dir` (written whole, then renamed into place)."""
     torch.manual_seed(config.seed)
     tokenizer = build_tokenizer()
     model = build_model(tokenizer, config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.95))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: _lr_factor(step, config))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, config.warmup, config.steps, True))
     batches = example_batches(tokenizer, config, random.Random(config.seed))
     start, losses = time.monotonic(), []
     model.train()

@@ -43,6 +43,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from klrl.kl import kl_terms
 from klrl.objectives import advantages, aggregate, policy_loss_tokens, ppo_loss_tokens
 from klrl.rewards import get_reward
+from klrl.schedule import lr_factor
 from klrl.tasks.data import read_split
 from klrl.training.checkpoint import load_checkpoint, save_checkpoint
 from klrl.training.config import TrainConfig
@@ -57,16 +58,6 @@ def _generator(*keys: object) -> torch.Generator:
     """A CPU generator seeded from the keys (e.g. seed and step), the same in every process."""
     text = "/".join(map(str, keys))
     return torch.Generator().manual_seed(int.from_bytes(text.encode(), "little") % (2**63))
-
-
-def _lr_lambda(config: TrainConfig):
-    def factor(step: int) -> float:
-        warm = min(1.0, (step + 1) / config.warmup_steps) if config.warmup_steps else 1.0
-        if config.lr_schedule == "cosine":
-            return warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, step / config.steps))))
-        return warm
-
-    return factor
 
 
 def _select(rollout: Rollout, index: torch.Tensor) -> Rollout:
@@ -91,7 +82,10 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(
             self.policy.parameters(), lr=config.lr, weight_decay=config.weight_decay, betas=config.adam_betas
         )
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _lr_lambda(config))
+        cosine = config.lr_schedule == "cosine"
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: lr_factor(step, config.warmup_steps, config.steps, cosine)
+        )
         self.schedule = PromptSchedule(read_split(Path(config.train_data)), config.prompts_per_step, config.seed)
         self.eval_rows = read_split(Path(config.eval_data))[: config.eval_size]
         eos = self.tokenizer.eos_token_id
