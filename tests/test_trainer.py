@@ -249,3 +249,12 @@ def test_metrics_reach_mlflow_when_tracking_is_on(tiny_base, arith_data, tmp_pat
     assert client.get_run(run.info.run_id).data.params["kl"] == "k1-reward"
     assert {a.path for a in client.list_artifacts(run.info.run_id)} >= {"metrics.jsonl", "status.json", "config.yaml"}
     assert [m.step for m in client.get_metric_history(run.info.run_id, "eval/pass_at_1")] == [0, 2]
+
+
+def test_every_step_and_purpose_gets_its_own_sampling_seed():
+    from klrl.training.trainer import _generator
+
+    draws = {key: torch.rand(4, generator=_generator(*key)).tolist() for key in
+             [(0, "rollout", 0), (0, "rollout", 1), (0, "rollout", 12), (1, "rollout", 0), (0, "eval")]}
+    assert len({tuple(v) for v in draws.values()}) == len(draws)
+    assert torch.rand(4, generator=_generator(0, "rollout", 1)).tolist() == draws[(0, "rollout", 1)]

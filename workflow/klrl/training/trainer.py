@@ -30,6 +30,7 @@ checkpoint, or does nothing when status.json says the cell is finished.
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 import time
 from collections import deque
@@ -56,8 +57,8 @@ from klrl.training.tracking import MetricsLog, Tracker, read_metrics, write_stat
 
 def _generator(*keys: object) -> torch.Generator:
     """A CPU generator seeded from the keys (e.g. seed and step), the same in every process."""
-    text = "/".join(map(str, keys))
-    return torch.Generator().manual_seed(int.from_bytes(text.encode(), "little") % (2**63))
+    digest = hashlib.sha256("/".join(map(str, keys)).encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") >> 1)
 
 
 def _select(rollout: Rollout, index: torch.Tensor) -> Rollout:
