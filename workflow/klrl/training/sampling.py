@@ -24,6 +24,10 @@ class Rollout:
     completion_ids: torch.Tensor  # (B, L) right-padded with pad_id after EOS
     completion_mask: torch.Tensor  # (B, L) 1 on generated tokens, the EOS included
 
+    def apply(self, fn) -> Rollout:
+        """A rollout of fn(tensor) for each tensor (moving to a device, selecting rows)."""
+        return Rollout(*(fn(tensor) for tensor in vars(self).values()))
+
     @property
     def input_ids(self) -> torch.Tensor:
         return torch.cat([self.prompt_ids, self.completion_ids], dim=1)

@@ -61,10 +61,6 @@ def _generator(*keys: object) -> torch.Generator:
     return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") >> 1)
 
 
-def _select(rollout: Rollout, index: torch.Tensor) -> Rollout:
-    return Rollout(*(tensor[index] for tensor in vars(rollout).values()))
-
-
 class Trainer:
     def __init__(self, config: TrainConfig, out_dir: Path, tracker: Tracker | None = None) -> None:
         self.config = config
@@ -207,7 +203,7 @@ class Trainer:
         timings["time/generate"] = time.perf_counter() - start
 
         start = time.perf_counter()
-        rollout = Rollout(*(tensor.to(self.device) for tensor in vars(rollout).values()))
+        rollout = rollout.apply(lambda tensor: tensor.to(self.device))
         mask = rollout.completion_mask.float()
         tokens = rollout.completion_ids
         with torch.no_grad():
@@ -280,7 +276,7 @@ class Trainer:
             order = torch.randperm(adv.shape[0], generator=_generator(self.config.seed, "minibatch", self.step, epoch))
             for index in order.split(size):
                 index = index.to(self.device)
-                part = _select(rollout, index)
+                part = rollout.apply(lambda tensor: tensor[index])
                 start = time.perf_counter()
                 logp = token_logp(completion_logits(self.policy, part, self.config.temperature), part.completion_ids)
                 mask = part.completion_mask.float()
