@@ -28,6 +28,7 @@ VERBS = {
         "klrl.models.build", "pretrain the tiny base model from scratch", "add_pretrain_arguments", "run_pretrain"
     ),
     "train": Verb("klrl.training.command", "RL-train one cell (on- or off-policy, any KL configuration)"),
+    "evaluate": Verb("klrl.evaluation.command", "evaluate a model on tasks through lm-evaluation-harness (pass@1)"),
     "convert-base": Verb(
         "klrl.models.build", "convert a packaged model (SmolLM2) to a Hugging Face folder", "add_convert_arguments", "run_convert"
     ),

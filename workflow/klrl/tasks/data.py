@@ -64,6 +64,21 @@ def prepare(
     return manifest
 
 
+def read_manifest(folder: Path) -> dict:
+    """The manifest of a prepared task folder; ValueError if it is missing or not a manifest."""
+    path = Path(folder) / "manifest.json"
+    if not path.is_file():
+        raise ValueError(f"{folder}: no manifest.json; prepare it with `python -m klrl prepare-data`")
+    try:
+        manifest = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not valid JSON ({error.msg})") from None
+    missing = [key for key in ("task", "reward", "files") if key not in manifest]
+    if missing:
+        raise ValueError(f"{path}: missing key {missing[0]!r}")
+    return manifest
+
+
 def read_split(path: Path) -> list[dict]:
     """Rows of one prepared split, each checked; a bad row raises ValueError naming file:line."""
     rows = []

@@ -6,17 +6,17 @@ import argparse
 from pathlib import Path
 
 from klrl.training.config import load_config
+from klrl.training.tracking import add_tracking_arguments, tracker_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="YAML file of TrainConfig keys")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a key")
     parser.add_argument("--out", type=Path, required=True, help="the cell's train folder")
-    parser.add_argument("--mlflow-run-id", help="log into this MLflow run (tracking is off without it)")
+    add_tracking_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> None:
-    from klrl.training.tracking import Tracker
     from klrl.training.trainer import Trainer
 
     config = load_config(args.config, args.overrides)
@@ -24,5 +24,5 @@ def run(args: argparse.Namespace) -> None:
     if status_file.exists():
         print(f"{args.out}: already finished ({status_file.read_text().strip()}); nothing to do")
         return
-    status = Trainer(config, args.out, Tracker(args.mlflow_run_id)).run()
+    status = Trainer(config, args.out, tracker_from_args(args)).run()
     print(f"{args.out}: {status}")

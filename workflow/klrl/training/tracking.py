@@ -7,6 +7,7 @@ MLflow when a run id is given and a no-op otherwise.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 from pathlib import Path
@@ -34,18 +35,30 @@ def read_metrics(path: Path) -> list[dict]:
 class Tracker:
     """MLflow logging into an existing run (the workflow creates it), or nothing at all."""
 
-    def __init__(self, run_id: str | None = None) -> None:
+    def __init__(self, run_id: str | None = None, tracking_uri: str | None = None) -> None:
         self.run_id = run_id
         self._client = None
         if run_id:
             from mlflow.tracking import MlflowClient
 
-            self._client = MlflowClient()
+            self._client = MlflowClient(tracking_uri)
+
+    @classmethod
+    def from_runs_file(cls, path: Path, key: str) -> Tracker:
+        """The run `key` (a cell id, or `base/<model>`) of a grid's runs file (`klrl track-grid`);
+        a no-op tracker when the file says tracking is off."""
+        runs = json.loads(Path(path).read_text())
+        if not runs["tracking_uri"]:
+            return cls()
+        if key not in runs["runs"]:
+            raise ValueError(f"{path}: no MLflow run for {key!r}; re-run `klrl track-grid` (the grid changed?)")
+        return cls(runs["runs"][key], runs["tracking_uri"])
 
     def log_params(self, params: dict) -> None:
         if self._client:
-            for key, value in params.items():
-                self._client.log_param(self.run_id, key, value)
+            from mlflow.entities import Param
+
+            self._client.log_batch(self.run_id, params=[Param(key, str(value)) for key, value in params.items()])
 
     def log_metrics(self, metrics: dict, step: int) -> None:
         if self._client:
@@ -55,9 +68,33 @@ class Tracker:
             batch = [Metric(key.replace("@", "_at_"), value, 0, step) for key, value in finite.items()]
             self._client.log_batch(self.run_id, metrics=batch)
 
-    def log_artifact(self, path: Path) -> None:
+    def set_tag(self, key: str, value: str) -> None:
         if self._client:
-            self._client.log_artifact(self.run_id, str(path))
+            self._client.set_tag(self.run_id, key, value)
+
+    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        """A file, or a folder and everything in it, under `artifact_path` in the run."""
+        if self._client:
+            if Path(path).is_dir():
+                folder = f"{artifact_path}/{Path(path).name}" if artifact_path else Path(path).name
+                self._client.log_artifacts(self.run_id, str(path), folder)
+            else:
+                self._client.log_artifact(self.run_id, str(path), artifact_path)
+
+
+def add_tracking_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mlflow-run-id", help="log into this MLflow run (MLFLOW_TRACKING_URI names the store)")
+    parser.add_argument("--mlflow-runs", type=Path, help="a grid's runs file (klrl track-grid); with --mlflow-key")
+    parser.add_argument("--mlflow-key", help="this job's run in --mlflow-runs: a cell id or base/<model>")
+
+
+def tracker_from_args(args: argparse.Namespace) -> Tracker:
+    """The tracker the tracking arguments name; tracking is off without any."""
+    if args.mlflow_runs:
+        if not args.mlflow_key:
+            raise ValueError("--mlflow-runs needs --mlflow-key (the cell id, or base/<model>)")
+        return Tracker.from_runs_file(args.mlflow_runs, args.mlflow_key)
+    return Tracker(args.mlflow_run_id)
 
 
 def write_status(folder: Path, status: str, step: int, reason: str = "") -> None:

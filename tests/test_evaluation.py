@@ -1,0 +1,201 @@
+"""Evaluation through lm-eval: task index, grading, files written, agreement with the trainer, errors."""
+
+import json
+import math
+import subprocess
+import sys
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from klrl.evaluation.harness import TASKS_DIR, Decoding, evaluate, lm_eval_task_name
+from klrl.evaluation.lm_eval_tasks.hooks import grade
+from klrl.rewards import arithmetic_reward, math_reward
+from klrl.tasks import TASKS
+from klrl.tasks.data import prepare, read_split
+from klrl.training.config import TrainConfig
+from klrl.training.evaluation import pass_at_1
+from klrl.training.prompts import encode_prompts
+from klrl.training.sampling import HFSampler, completion_texts
+from klrl.training.trainer import Trainer
+
+
+@pytest.fixture(scope="module")
+def eval_data(tmp_path_factory) -> Path:
+    """Prepared in-domain and out-of-domain default tasks, 12 test problems each."""
+    root = tmp_path_factory.mktemp("eval-data")
+    for task in ("arith", "arith-long"):
+        prepare(task, root / task, seed=0, sizes={"train": 16, "test": 12})
+    return root
+
+
+@pytest.fixture(scope="module")
+def talkative_base(tiny_base, tmp_path_factory) -> Path:
+    """The tiny test base with random weight matrices: its greedy completions are long and varied."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_base)
+    generator = torch.Generator().manual_seed(0)
+    for parameter in model.parameters():
+        if parameter.dim() > 1:
+            parameter.data = 0.3 * torch.randn(parameter.shape, generator=generator)
+    out = tmp_path_factory.mktemp("talkative") / "model"
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(tiny_base).save_pretrained(out)
+    return out
+
+
+def _samples(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_the_task_manager_indexes_one_yaml_per_task_and_nothing_else():
+    from lm_eval.tasks import TaskManager
+
+    manager = TaskManager(include_path=str(TASKS_DIR), include_defaults=False)
+    assert set(manager.all_subtasks) == {lm_eval_task_name(task) for task in TASKS}
+    assert len(list(TASKS_DIR.glob("*.yaml"))) == len(TASKS)
+
+
+def test_grading_is_the_training_reward():
+    completions = [r"\boxed{\frac12}", r"\boxed{0.5}", r"\boxed{1/3}", "0.5"]
+    graded = grade({"answer": "0.5", "reward": "math"}, [completions])
+    assert graded["rewards"] == math_reward(completions, ["0.5"] * 4) == [1.0, 1.0, 0.0, 0.0]
+    assert graded["pass@1"] == 0.5
+
+
+def test_decoding_rejects_what_it_cannot_mean():
+    with pytest.raises(ValueError, match="greedy"):
+        Decoding(samples=4, greedy=True)
+    with pytest.raises(ValueError, match="temperature"):
+        Decoding(temperature=0.0)
+    assert Decoding(samples=1, greedy=True).generation_kwargs()["do_sample"] is False
+
+
+def test_evaluate_command_writes_scores_and_per_sample_logs(tiny_base, eval_data, tmp_path):
+    out = tmp_path / "base" / "tiny" / "eval" / "results.json"
+    command = [sys.executable, "-m", "klrl", "evaluate", "--model", str(tiny_base), "--tasks", "arith", "arith-long"]
+    command += ["--data-dir", str(eval_data), "--out", str(out), "--samples", "3", "--max-new-tokens", "6", "--threads", "1"]
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(out.read_text())
+    assert summary["decoding"] == {
+        "samples": 3, "greedy": False, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 6, "chat_template": True
+    }
+    tokenizer = AutoTokenizer.from_pretrained(tiny_base)
+    for task in ("arith", "arith-long"):
+        records = _samples(out.parent / "samples" / f"{task}.jsonl")
+        rows = read_split(eval_data / task / "test.jsonl")
+        assert [r["id"] for r in records] == [row["id"] for row in rows]
+        for record, row in zip(records, rows):
+            assert len(record["completions"]) == 3
+            assert record["rewards"] == arithmetic_reward(record["completions"], [row["answer"]] * 3)
+            assert record["prompt"] == tokenizer.apply_chat_template(
+                [{"role": "user", "content": row["prompt"]}], add_generation_prompt=True, tokenize=False
+            )
+        per_problem = [sum(r["rewards"]) / 3 for r in records]
+        mean = sum(per_problem) / len(per_problem)
+        stderr = math.sqrt(sum((p - mean) ** 2 for p in per_problem) / (len(per_problem) - 1) / len(per_problem))
+        score = summary["tasks"][task]
+        assert score["pass@1"] == pytest.approx(mean, abs=1e-12)
+        assert score["stderr"] == pytest.approx(stderr, abs=1e-12)
+        assert (score["problems"], score["samples"]) == (12, 3)
+    assert summary["timing_s"]["overhead"] == pytest.approx(summary["timing_s"]["total"] - summary["timing_s"]["generation"])
+
+
+def test_greedy_evaluation_sees_exactly_what_the_trainer_sees(talkative_base, eval_data):
+    """Same prompt, chat template, decoding and grading: greedy completions are identical, text for text."""
+    results, _ = evaluate(str(talkative_base), ["arith"], eval_data, Decoding(samples=1, greedy=True, max_new_tokens=10))
+    logged = sorted(results["samples"]["klrl_arith"], key=lambda sample: sample["doc_id"])
+    tokenizer = AutoTokenizer.from_pretrained(talkative_base)
+    model = AutoModelForCausalLM.from_pretrained(talkative_base).eval()
+    rows = read_split(eval_data / "arith" / "test.jsonl")
+    sampler = HFSampler(tokenizer.eos_token_id, tokenizer.pad_token_id, max_new_tokens=10, temperature=0)
+    ours = completion_texts(tokenizer, sampler.sample(model, encode_prompts(tokenizer, [r["prompt"] for r in rows]), None))
+    theirs = [sample["filtered_resps"][0][0] for sample in logged]
+    assert len({len(text) for text in ours}) > 1  # varied, not all empty
+    assert theirs == ours
+    trainer_score = pass_at_1(model, tokenizer, sampler, rows, arithmetic_reward, 1, None)
+    assert results["results"]["klrl_arith"]["pass@1,all-samples"] == trainer_score
+
+
+def test_a_trained_checkpoint_evaluates(tiny_base, eval_data, tmp_path):
+    config = TrainConfig(
+        base_model=str(tiny_base),
+        train_data=str(eval_data / "arith" / "train.jsonl"),
+        eval_data=str(eval_data / "arith" / "test.jsonl"),
+        reward="arithmetic",
+        steps=2,
+        prompts_per_step=4,
+        group_size=2,
+        max_new_tokens=4,
+        eval_size=2,
+        eval_samples=1,
+        collapse_window=0,
+    )
+    Trainer(config, tmp_path / "train").run()
+    results, timing = evaluate(str(tmp_path / "train" / "final"), ["arith"], eval_data, Decoding(samples=2, max_new_tokens=4))
+    assert results["n-samples"]["klrl_arith"]["effective"] == 12
+    assert all(len(s["filtered_resps"][0]) == 2 for s in results["samples"]["klrl_arith"])
+    assert timing["generation"] > 0
+
+
+def test_a_malformed_dataset_row_is_named_before_any_model_loads(tiny_base, eval_data, tmp_path):
+    bad = tmp_path / "data"
+    prepare("arith", bad / "arith", seed=0, sizes={"train": 4, "test": 4})
+    lines = (bad / "arith" / "test.jsonl").read_text().splitlines()
+    lines[2] = lines[2].replace('"answer"', '"answr"')
+    (bad / "arith" / "test.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"test\.jsonl:3: field 'answer'"):
+        evaluate(str(tiny_base), ["arith"], bad, Decoding(samples=1))
+
+
+def test_an_unloadable_model_folder_is_a_clear_error(eval_data, tmp_path, tiny_base):
+    empty = tmp_path / "cell" / "train" / "final"
+    empty.mkdir(parents=True)
+    with pytest.raises(ValueError, match="not a model folder"):
+        evaluate(str(empty), ["arith"], eval_data, Decoding(samples=1))
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text((tiny_base / "config.json").read_text())
+    with pytest.raises(ValueError, match="cannot load it"):
+        evaluate(str(broken), ["arith"], eval_data, Decoding(samples=1))
+
+
+def test_scores_and_files_reach_the_cells_mlflow_run(tiny_base, eval_data, tmp_path, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    from klrl.evaluation.command import run
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = MlflowClient()
+    mlflow_run = client.create_run(client.create_experiment("test", artifact_location=(tmp_path / "artifacts").as_uri()))
+    out = tmp_path / "eval" / "results.json"
+    args = Namespace(
+        model=str(tiny_base), tasks=["arith"], data_dir=eval_data, out=out, samples=2, greedy=False, temperature=1.0,
+        top_p=1.0, max_new_tokens=4, backend="hf", device="cpu", batch_size=64, seed=0, limit=None, threads=None,
+        mlflow_run_id=mlflow_run.info.run_id, mlflow_runs=None, mlflow_key=None, train_status=None,
+    )
+    run(args)
+    metrics = client.get_run(mlflow_run.info.run_id).data.metrics
+    assert metrics["eval/arith/pass_at_1"] == json.loads(out.read_text())["tasks"]["arith"]["pass@1"]
+    artifacts = {a.path for a in client.list_artifacts(mlflow_run.info.run_id, "eval")}
+    assert artifacts == {"eval/results.json", "eval/samples"}
+
+
+def test_a_cell_that_diverged_to_nan_weights_is_recorded_not_evaluated(tiny_base, eval_data, tmp_path):
+    from klrl.evaluation.command import run
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_base)
+    model.lm_head.weight.data[0, 0] = float("nan")
+    model.save_pretrained(tmp_path / "final")
+    status = tmp_path / "status.json"
+    status.write_text(json.dumps({"status": "diverged", "step": 3, "reason": "non-finite loss or gradient at step 3"}))
+    out = tmp_path / "eval" / "results.json"
+    args = Namespace(model=str(tmp_path / "final"), train_status=status, out=out)
+    run(args)
+    summary = json.loads(out.read_text())
+    assert summary["tasks"] == {}
+    assert summary["train_status"]["status"] == "diverged"
+    assert summary["skipped"] == "non-finite weights"

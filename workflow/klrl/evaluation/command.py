@@ -1,0 +1,168 @@
+"""`klrl evaluate`: one model folder (a trained cell or a base model) on a list of tasks.
+
+Writes, at the paths the workflow names (lm-eval's own tracker names files by date):
+  <out>                      results.json: per task pass@1, its standard error over problems,
+                             the numbers of problems and samples, the data's sha256; the decoding,
+                             backend, seed, versions and the timing of each phase
+  <out dir>/samples/<task>.jsonl
+                             one line per problem: id, the prompt as the model saw it (chat
+                             template applied), the reference answer, every completion and its reward
+results.json is written last, so its presence means the evaluation is complete. Given the cell's
+`--train-status`, it is recorded in results.json; a cell that diverged to non-finite weights is
+not evaluated (results.json then says so, with no scores). With an MLflow
+run id, the scores go to that run as metrics `eval/<task>/pass@1` (and `_stderr`) and both
+files as artifacts under `eval/`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from klrl import __version__
+from klrl.evaluation.harness import BACKENDS, Decoding, evaluate, lm_eval_task_name
+from klrl.tasks import TASKS
+from klrl.tasks.data import read_manifest
+from klrl.training.tracking import add_tracking_arguments, tracker_from_args
+
+FILTER = "all-samples"  # the filter_list name in lm_eval_tasks/_template_yaml
+
+
+def task_scores(results: dict, task: str) -> dict:
+    """pass@1 and its standard error for one task, from lm-eval's results dict."""
+    metrics = results["results"][lm_eval_task_name(task)]
+    stderr = metrics[f"pass@1_stderr,{FILTER}"]
+    return {
+        "pass@1": metrics[f"pass@1,{FILTER}"],
+        "stderr": None if stderr == "N/A" else stderr,
+        "problems": results["n-samples"][lm_eval_task_name(task)]["effective"],
+    }
+
+
+def sample_records(results: dict, task: str) -> list[dict]:
+    """One record per problem from lm-eval's logged samples."""
+    records = []
+    for sample in results["samples"][lm_eval_task_name(task)]:
+        doc = sample["doc"]
+        records.append(
+            {
+                "id": doc["id"],
+                "prompt": sample["arguments"][0][0],
+                "answer": doc["answer"],
+                "completions": sample["filtered_resps"][0],
+                "rewards": sample["rewards"],
+                "pass@1": sample["pass@1"],
+            }
+        )
+    return records
+
+
+def _write_json(path: Path, value: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+
+
+def write_outputs(out: Path, results: dict, tasks: list[str], data_dir: Path, record: dict) -> dict:
+    """Write the samples, then results.json (the completion marker); returns what results.json holds."""
+    import lm_eval
+
+    samples_dir = out.parent / "samples"
+    samples_dir.mkdir(parents=True, exist_ok=True)
+    scores = {}
+    for task in tasks:
+        records = sample_records(results, task)
+        with (samples_dir / f"{task}.jsonl").open("w") as handle:
+            for line in records:
+                handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+        manifest = read_manifest(data_dir / task)
+        scores[task] = task_scores(results, task) | {
+            "samples": record["decoding"]["samples"],
+            "data": str(data_dir / task / "test.jsonl"),
+            "data_sha256": manifest["files"]["test.jsonl"]["sha256"],
+        }
+    summary = record | {"tasks": scores, "versions": {"klrl": __version__, "lm_eval": lm_eval.__version__}}
+    _write_json(out, summary)
+    return summary
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="model folder (a cell's train/final, a base model) or Hub id")
+    parser.add_argument("--tasks", nargs="+", required=True, choices=sorted(TASKS), metavar="TASK", help="klrl task names")
+    parser.add_argument("--data-dir", type=Path, required=True, help="folder of prepared tasks (<task>/test.jsonl)")
+    parser.add_argument("--out", type=Path, required=True, help="results.json to write; samples/ goes beside it")
+    parser.add_argument("--samples", type=int, default=4, help="n completions per problem for pass@1")
+    parser.add_argument("--greedy", action="store_true", help="one greedy completion per problem instead")
+    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (the paper's: 1.0)")
+    parser.add_argument("--top-p", type=float, default=1.0, help="nucleus mass (the paper's: 1.0)")
+    parser.add_argument("--max-new-tokens", type=int, default=32, help="completion length limit")
+    parser.add_argument("--backend", choices=BACKENDS, default="hf", help="hf (CPU or GPU) or vllm (GPU)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:0 ... (hf backend)")
+    parser.add_argument("--batch-size", type=int, default=64, help="generation batch (hf backend)")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed")
+    parser.add_argument("--limit", type=int, help="only the first N problems of each task")
+    parser.add_argument("--threads", type=int, help="torch CPU threads")
+    parser.add_argument("--train-status", type=Path, help="the cell's train/status.json, recorded beside the scores")
+    add_tracking_arguments(parser)
+
+
+def has_non_finite_weights(model_dir: Path) -> bool:
+    """Whether any weight in the folder's safetensors files is NaN or infinite (a diverged cell's)."""
+    import torch
+    from safetensors import safe_open
+
+    for path in sorted(Path(model_dir).glob("*.safetensors")):
+        with safe_open(str(path), "pt") as weights:
+            if any(not torch.isfinite(weights.get_tensor(name)).all() for name in weights.keys()):
+                return True
+    return False
+
+
+def run(args: argparse.Namespace) -> None:
+    import torch
+
+    train_status = json.loads(args.train_status.read_text()) if args.train_status else None
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    if train_status and train_status["status"] == "diverged" and has_non_finite_weights(args.model):
+        _write_json(args.out, {"model": args.model, "train_status": train_status, "tasks": {}, "skipped": "non-finite weights"})
+        print(f"{args.out}: not evaluated, the cell diverged to non-finite weights ({train_status['reason']})")
+        return
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    samples = 1 if args.greedy else args.samples
+    decoding = Decoding(samples, args.greedy, args.temperature, args.top_p, args.max_new_tokens)
+    results, timing = evaluate(
+        args.model,
+        args.tasks,
+        args.data_dir,
+        decoding,
+        backend=args.backend,
+        device=args.device,
+        batch_size=args.batch_size,
+        seed=args.seed,
+        limit=args.limit,
+    )
+    record = {
+        "model": args.model,
+        "train_status": train_status,
+        "backend": args.backend,
+        "seed": args.seed,
+        "decoding": vars(decoding) | {"chat_template": True},
+        "timing_s": timing,
+    }
+    summary = write_outputs(args.out, results, args.tasks, args.data_dir, record)
+    tracker = tracker_from_args(args)
+    metrics = {}
+    for task, score in summary["tasks"].items():
+        metrics[f"eval/{task}/pass@1"] = score["pass@1"]
+        if score["stderr"] is not None:
+            metrics[f"eval/{task}/pass@1_stderr"] = score["stderr"]
+    tracker.log_metrics(metrics, step=0)
+    tracker.log_artifact(args.out, "eval")
+    tracker.log_artifact(args.out.parent / "samples", "eval")
+    for task, score in summary["tasks"].items():
+        print(f"{task}: pass@1 {score['pass@1']:.3f} ± {score['stderr'] or 0:.3f} ({score['problems']} problems × {samples})")
+    print(f"{args.out}: generation {timing['generation']:.1f} s, overhead {timing['overhead']:.1f} s")

@@ -1,0 +1,146 @@
+"""One model, several tasks, one call of `lm_eval.simple_evaluate`, timed phase by phase.
+
+The TaskManager indexes only `lm_eval_tasks/` (this project's tasks, not lm-eval's thousands),
+and every task of a model runs in the same call, so the model loads once. The metric is the
+paper's: pass@1 = the mean reward of `samples` completions per problem at temperature 1.0 and
+top-p 1.0; `greedy` decodes once per problem at temperature 0 instead.
+
+Timing splits the wall time into import, model load, task load (index + data), generation
+(time inside the backend's `generate_until`) and the rest of `simple_evaluate` (request
+building, grading, aggregation); everything but generation is the evaluation overhead.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+TASKS_DIR = Path(__file__).parent / "lm_eval_tasks"
+BACKENDS = ("hf", "vllm")
+
+
+def lm_eval_task_name(task: str) -> str:
+    """The lm-eval name of a klrl task: `arith-long` → `klrl_arith_long`.
+
+    >>> lm_eval_task_name("mmlu-college-physics")
+    'klrl_mmlu_college_physics'
+    """
+    return "klrl_" + task.replace("-", "_")
+
+
+@dataclass(frozen=True)
+class Decoding:
+    samples: int = 4  # n completions per problem (1 when greedy)
+    greedy: bool = False
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 32
+
+    def __post_init__(self) -> None:
+        if self.samples < 1:
+            raise ValueError(f"samples: {self.samples} must be at least 1")
+        if self.greedy and self.samples != 1:
+            raise ValueError("samples: greedy decoding is deterministic; use samples=1 with greedy")
+        if not self.greedy and not (self.temperature > 0 and 0 < self.top_p <= 1):
+            raise ValueError(f"temperature {self.temperature} / top_p {self.top_p}: need temperature > 0, 0 < top_p <= 1")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens: {self.max_new_tokens} must be at least 1")
+
+    def generation_kwargs(self) -> dict:
+        if self.greedy:
+            return {"do_sample": False, "temperature": 0.0, "max_gen_toks": self.max_new_tokens, "until": []}
+        return {
+            "do_sample": True,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_gen_toks": self.max_new_tokens,
+            "until": [],
+        }
+
+
+def check_model(model: str) -> None:
+    """Fail early, naming the problem, when `model` is a folder transformers cannot load."""
+    path = Path(model)
+    if path.exists() or model.startswith((".", "/")) or model.count("/") > 1:
+        if not (path / "config.json").is_file():
+            raise ValueError(f"model {model}: not a model folder (no config.json); is the cell finished?")
+        from transformers import AutoConfig
+
+        try:
+            AutoConfig.from_pretrained(path)
+        except (OSError, ValueError) as error:
+            raise ValueError(f"model {model}: transformers cannot read its config ({error})") from None
+
+
+def _model_args(backend: str, model: str, device: str, seed: int) -> dict:
+    if backend == "hf":
+        return {"pretrained": model, "device": device, "dtype": "float32" if device == "cpu" else "auto"}
+    return {"pretrained": model, "dtype": "auto", "seed": seed, "gpu_memory_utilization": 0.85}
+
+
+def evaluate(
+    model: str,
+    tasks: list[str],
+    data_dir: Path,
+    decoding: Decoding,
+    *,
+    backend: str = "hf",
+    device: str = "cpu",
+    batch_size: int = 64,
+    seed: int = 0,
+    limit: int | None = None,
+) -> tuple[dict, dict]:
+    """lm-eval's results dict for `tasks` (klrl names), and the timing of each phase in seconds."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: {backend!r} is not one of {', '.join(BACKENDS)}")
+    check_model(model)
+    timing = {}
+    start = time.perf_counter()
+    import lm_eval
+    from lm_eval.api.registry import get_model
+    from lm_eval.tasks import TaskManager
+
+    timing["import"] = time.perf_counter() - start
+    mark = time.perf_counter()
+    manager = TaskManager(include_path=str(TASKS_DIR), include_defaults=False, metadata={"data_dir": str(data_dir)})
+    loaded = manager.load([lm_eval_task_name(task) for task in tasks])["tasks"]
+    for task in loaded.values():
+        task.set_config("repeats", decoding.samples)
+        task.set_config("generation_kwargs", decoding.generation_kwargs())
+    timing["task_load"] = time.perf_counter() - mark
+    mark = time.perf_counter()
+    try:
+        batching = {"batch_size": batch_size if backend == "hf" else "auto"}  # vLLM schedules its own batches
+        lm = get_model(backend).create_from_arg_obj(_model_args(backend, model, device, seed), batching)
+    except (OSError, ValueError, RuntimeError) as error:
+        raise ValueError(f"model {model}: the {backend} backend cannot load it ({error})") from error
+    timing["model_load"] = time.perf_counter() - mark
+    generate_until = lm.generate_until
+    timing["generation"] = 0.0
+
+    def timed_generate_until(requests, *args, **kwargs):
+        began = time.perf_counter()
+        try:
+            return generate_until(requests, *args, **kwargs)
+        finally:
+            timing["generation"] += time.perf_counter() - began
+
+    lm.generate_until = timed_generate_until
+    mark = time.perf_counter()
+    results = lm_eval.simple_evaluate(
+        model=lm,
+        tasks=list(loaded.values()),
+        task_manager=manager,
+        apply_chat_template=True,
+        log_samples=True,
+        limit=limit,
+        random_seed=seed,
+        numpy_random_seed=seed,
+        torch_random_seed=seed,
+        fewshot_random_seed=seed,
+    )
+    timing["evaluate_other"] = time.perf_counter() - mark - timing["generation"]
+    timing["total"] = time.perf_counter() - start
+    timing["overhead"] = timing["total"] - timing["generation"]
+    return results, timing
