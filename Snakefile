@@ -1,0 +1,29 @@
+# The whole grid in one command: snakemake --cores all [--configfile config/<name>.yaml]
+# prepare data → build base models → track (MLflow runs) → train → evaluate → aggregate.
+# Every rule is a thin call of `python -m klrl <verb>`; the logic lives in workflow/klrl.
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/models.smk"
+include: "workflow/rules/tracking.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/toy.smk"
+
+
+rule all:
+    input:
+        "results/tables/scores.csv",
+        "results/toy/bias.csv",
+    default_target: True

@@ -1,0 +1,101 @@
+"""`klrl track-grid`: the MLflow side of a grid, created once before any job runs.
+
+One experiment per config file; in it a parent run `grid` and, as its children
+(`mlflow.parentRunId`), one run per cell and one per base model (`base/<model>`), tagged with
+model, KL configuration, β, policy mode and seed. Jobs then only log into their run, found in
+the runs file this writes (`Tracker.from_runs_file`). Creating the store, the experiment and
+the runs here, in one process, avoids SQLite's failure on concurrent first use and the race of
+parallel experiment creation. Runs that exist (matched by their `klrl.key` tag) are kept, so
+re-running after the grid grows adds only the new cells' runs.
+
+The store is MLFLOW_TRACKING_URI when set, else the config's `tracking.uri`; artifacts of a
+new experiment go under results/mlartifacts/<experiment>. With tracking off the runs file
+says so and every job's tracker is a no-op.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from klrl.grid import parse_cell_id
+
+KEY_TAG = "klrl.key"
+ARTIFACTS = Path("results") / "mlartifacts"
+
+
+def _experiment_id(client, name: str, uri: str) -> str:
+    experiment = client.get_experiment_by_name(name)
+    if experiment is not None:
+        return experiment.experiment_id
+    location = None
+    if uri.startswith("sqlite:") or "://" not in uri:
+        location = (ARTIFACTS / name).resolve().as_uri()
+    return client.create_experiment(name, artifact_location=location)
+
+
+def _existing_runs(client, experiment_id: str) -> dict[str, str]:
+    runs, token = {}, None
+    while True:
+        page = client.search_runs([experiment_id], max_results=1000, page_token=token)
+        runs |= {run.data.tags[KEY_TAG]: run.info.run_id for run in page if KEY_TAG in run.data.tags}
+        token = page.token
+        if not token:
+            return runs
+
+
+def run_tags(key: str) -> dict[str, str]:
+    """Tags of a cell's run (from its id) or of a base model's run (`base/<model>`).
+
+    >>> run_tags("base/tiny")
+    {'model': 'tiny', 'kl': 'base'}
+    """
+    if key.startswith("base/"):
+        return {"model": key.removeprefix("base/"), "kl": "base"}
+    return {name: str(value) for name, value in parse_cell_id(key).items()}
+
+
+def track_grid(experiment: str, uri: str | None, keys: list[str], out: Path, groups: dict[str, str]) -> dict:
+    """Create what is missing; write and return the runs file {tracking_uri, experiment_id, runs}."""
+    if not uri:
+        record = {"tracking_uri": None, "experiment_id": None, "runs": {}}
+    else:
+        from mlflow.tracking import MlflowClient
+
+        if uri.startswith("sqlite:///"):
+            Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        client = MlflowClient(uri)
+        experiment_id = _experiment_id(client, experiment, uri)
+        runs = _existing_runs(client, experiment_id)
+        if "grid" not in runs:
+            runs["grid"] = client.create_run(experiment_id, run_name="grid", tags={KEY_TAG: "grid"}).info.run_id
+        for key in keys:
+            if key not in runs:
+                tags = run_tags(key) | {KEY_TAG: key, "mlflow.parentRunId": runs["grid"]}
+                if key in groups:
+                    tags["group"] = groups[key]
+                runs[key] = client.create_run(experiment_id, run_name=key, tags=tags).info.run_id
+        record = {"tracking_uri": uri, "experiment_id": experiment_id, "runs": runs}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--experiment", required=True, help="MLflow experiment (one per config file)")
+    parser.add_argument("--uri", default="", help="tracking store when MLFLOW_TRACKING_URI is unset; '' with --off")
+    parser.add_argument("--off", action="store_true", help="tracking off: write a runs file that disables it")
+    parser.add_argument("--cells", nargs="*", default=[], metavar="GROUP:CELL", help="cells, each as group:cell-id")
+    parser.add_argument("--bases", nargs="*", default=[], metavar="MODEL", help="base models evaluated")
+    parser.add_argument("--out", type=Path, required=True, help="the runs file to write")
+
+
+def run(args: argparse.Namespace) -> None:
+    uri = None if args.off else os.environ.get("MLFLOW_TRACKING_URI") or args.uri
+    groups = {cell: group for group, cell in (item.split(":", 1) for item in args.cells)}
+    keys = list(groups) + [f"base/{model}" for model in args.bases]
+    record = track_grid(args.experiment, uri, keys, args.out, groups)
+    where = record["tracking_uri"] or "off"
+    print(f"{args.out}: {len(record['runs'])} runs in experiment {args.experiment!r} ({where})")

@@ -1,0 +1,80 @@
+# Evaluation through lm-evaluation-harness: each cell's final model on its evaluation tasks,
+# and each base model once on every task its cells are evaluated on.
+
+
+rule evaluate:
+    input:
+        status="results/cells/{cell}/train/status.json",
+        data=lambda wildcards: data_inputs(CELLS[wildcards.cell].eval_tasks),
+        runs=ancient(RUNS),
+    output:
+        "results/cells/{cell}/eval/results.json",
+    params:
+        tasks=lambda wildcards: " ".join(CELLS[wildcards.cell].eval_tasks),
+        options=evaluation_options(),
+        device=lambda wildcards: device(CELLS[wildcards.cell].model),
+    threads: lambda wildcards: job_resources(config, CELLS[wildcards.cell].model)["threads"]
+    resources:
+        mem_mb=lambda wildcards: job_resources(config, CELLS[wildcards.cell].model)["mem_mb"],
+        runtime=lambda wildcards: job_resources(config, CELLS[wildcards.cell].model)["runtime"],
+        gpu=lambda wildcards: min(1, job_resources(config, CELLS[wildcards.cell].model)["gpus"]),
+    log:
+        "results/logs/evaluate/{cell}.log",
+    benchmark:
+        "results/benchmarks/evaluate/{cell}.tsv"
+    conda:
+        "../../envs/klrl.yaml"
+    shell:
+        """
+        python -m klrl evaluate \
+            --model results/cells/{wildcards.cell}/train/final \
+            --train-status {input.status} \
+            --tasks {params.tasks} \
+            --data-dir results/data \
+            --out {output} \
+            --device {params.device} \
+            --threads {threads} \
+            {params.options} \
+            --mlflow-runs {input.runs} \
+            --mlflow-key {wildcards.cell} \
+            > {log} 2>&1
+        """
+
+
+rule evaluate_base:
+    input:
+        base=lambda wildcards: base_model_input(wildcards.model),
+        data=lambda wildcards: data_inputs(BASE_TASKS[wildcards.model]),
+        runs=ancient(RUNS),
+    output:
+        "results/base/{model}/eval/results.json",
+    params:
+        model=lambda wildcards: model_path(wildcards.model),
+        tasks=lambda wildcards: " ".join(BASE_TASKS[wildcards.model]),
+        options=evaluation_options(),
+        device=lambda wildcards: device(wildcards.model),
+    threads: lambda wildcards: job_resources(config, wildcards.model)["threads"]
+    resources:
+        mem_mb=lambda wildcards: job_resources(config, wildcards.model)["mem_mb"],
+        runtime=lambda wildcards: job_resources(config, wildcards.model)["runtime"],
+        gpu=lambda wildcards: min(1, job_resources(config, wildcards.model)["gpus"]),
+    log:
+        "results/logs/evaluate_base/{model}.log",
+    benchmark:
+        "results/benchmarks/evaluate_base/{model}.tsv"
+    conda:
+        "../../envs/klrl.yaml"
+    shell:
+        """
+        python -m klrl evaluate \
+            --model {params.model} \
+            --tasks {params.tasks} \
+            --data-dir results/data \
+            --out {output} \
+            --device {params.device} \
+            --threads {threads} \
+            {params.options} \
+            --mlflow-runs {input.runs} \
+            --mlflow-key base/{wildcards.model} \
+            > {log} 2>&1
+        """

@@ -1,0 +1,32 @@
+# The grid's MLflow experiment and runs, created by one job before any other writes to the
+# store. Jobs read the runs file through ancient(): re-creating it (the grid grew) re-runs nothing.
+
+
+localrules:
+    track_grid,
+
+
+rule track_grid:
+    output:
+        RUNS,
+    params:
+        experiment=config["experiment"],
+        tracking=tracking_options(),
+        cells=" ".join(f"{cell.group}:{cell.id}" for cell in CELLS.values()),
+        bases=" ".join(BASE_TASKS),
+    log:
+        f"results/logs/track_grid/{config['experiment']}.log",
+    benchmark:
+        f"results/benchmarks/track_grid/{config['experiment']}.tsv"
+    conda:
+        "../../envs/klrl.yaml"
+    shell:
+        """
+        python -m klrl track-grid \
+            --experiment {params.experiment} \
+            {params.tracking} \
+            --cells {params.cells} \
+            --bases {params.bases} \
+            --out {output} \
+            > {log} 2>&1
+        """
