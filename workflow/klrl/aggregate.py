@@ -1,41 +1,100 @@
-"""`klrl aggregate`: every cell's files into tables under results/tables/ (files in, files out).
+"""`klrl aggregate`: every cell's files into the tables under results/tables/ (files in, files out).
 
-scores.csv  one row per cell × evaluation task: the cell's tags, its training status and last
-            step, pass@1 and its standard error, the base model's pass@1 on the same task and
-            the change from it. A cell with no results yet is a row with status `missing`;
-            a diverged cell keeps its status (and its scores, when it could be evaluated).
-Reads only files under results/, never MLflow; the tables are logged to the grid's parent run.
+Reads only files under results/ (never MLflow): each cell's train/status.json, train/config.yaml,
+train/metrics.jsonl and eval/results.json + eval/samples/, each base model's eval/, and
+results/toy/bias.csv. Writes, each as CSV, Markdown and LaTeX where it is a paper table:
+
+  scores.csv        per cell × evaluation task: status, pass@1, standard error, base, change
+  main              per model × KL config × β × policy × task: pass@1 mean over seeds with a
+                    bootstrap 95% interval over seeds and problems (ci_lo, ci_hi; klrl.stats),
+                    the base model's pass@1 and the change from it with its own interval
+  curves.csv        per cell, step and metric (long): periodic pass@1, training accuracy, entropy,
+                    exact forward and reverse KL; NaN where the logged value was not finite
+  table1            per KL config × policy mode: gradient bias (toy study) and the training
+                    behaviour of its cells (klrl.behaviour states the rule)
+  paper_comparison  the paper's published findings beside ours, with the scale of each
+  table2            how to get each configuration in verl, OpenRLHF, TRL and SkyRL
+  toy_bias.csv      a copy of the toy study's table, for the figures
+
+A cell with no results is a row with status `missing`; a diverged cell keeps its status and
+whatever scores it has; no value is dropped silently. The tables go to the grid's MLflow run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import yaml
 
+from klrl.behaviour import LABELS, classify
 from klrl.grid import RESULTS, parse_cell_id
+from klrl.stats import bootstrap_mean_ci
 
-SCORE_COLUMNS = (
-    "cell", "model", "kl", "beta", "policy", "seed", "status", "step", "task",
-    "pass@1", "stderr", "problems", "samples", "base_pass@1", "delta_vs_base",
-)
+LIBRARY_KEYS = Path(__file__).with_name("library_keys.yaml")
+CONFIG_KEYS = ("model", "kl", "beta", "policy")
+CURVE_METRICS = {
+    "eval/pass@1": "eval_pass@1",
+    "rollout/accuracy": "train_accuracy",
+    "exact/entropy_token": "entropy",
+    "exact/forward_kl_seq": "forward_kl",
+    "exact/reverse_kl_seq": "reverse_kl",
+}
 
 
 def _read_json(path: Path) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def score_rows(cells: list[str], results: Path = RESULTS) -> list[dict]:
+def _per_problem(samples: Path) -> pd.Series | None:
+    """Per-problem pass@1 of one evaluation set, indexed by problem id."""
+    if not samples.is_file():
+        return None
+    records = [json.loads(line) for line in samples.read_text().splitlines() if line.strip()]
+    return pd.Series({record["id"]: record["pass@1"] for record in records}, dtype=float)
+
+
+class Results:
+    """The files of one results folder, read once."""
+
+    def __init__(self, cells: list[str], root: Path = RESULTS) -> None:
+        self.root = Path(root)
+        self.cells = {cell: parse_cell_id(cell) for cell in cells}
+
+    def status(self, cell: str) -> dict:
+        return _read_json(self.root / "cells" / cell / "train" / "status.json") or {"status": "missing", "step": None}
+
+    def evaluation(self, cell: str) -> dict:
+        return _read_json(self.root / "cells" / cell / "eval" / "results.json") or {"tasks": {}}
+
+    def training_task(self, cell: str) -> str | None:
+        config = self.root / "cells" / cell / "train" / "config.yaml"
+        return Path(yaml.safe_load(config.read_text())["train_data"]).parent.name if config.is_file() else None
+
+    def base_evaluation(self, model: str) -> dict:
+        return _read_json(self.root / "base" / model / "eval" / "results.json") or {"tasks": {}}
+
+    def per_problem(self, cell: str, task: str) -> pd.Series | None:
+        return _per_problem(self.root / "cells" / cell / "eval" / "samples" / f"{task}.jsonl")
+
+    def base_per_problem(self, model: str, task: str) -> pd.Series | None:
+        return _per_problem(self.root / "base" / model / "eval" / "samples" / f"{task}.jsonl")
+
+    def metrics(self, cell: str) -> list[dict]:
+        path = self.root / "cells" / cell / "train" / "metrics.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def score_rows(results: Results) -> list[dict]:
     rows = []
-    for cell in cells:
-        tags = parse_cell_id(cell)
-        status = _read_json(results / "cells" / cell / "train" / "status.json") or {"status": "missing", "step": None}
-        evaluation = _read_json(results / "cells" / cell / "eval" / "results.json") or {"tasks": {}}
-        base = _read_json(results / "base" / tags["model"] / "eval" / "results.json") or {"tasks": {}}
-        tasks = evaluation["tasks"] or {None: {}}
-        for task, score in tasks.items():
+    for cell, tags in results.cells.items():
+        status = results.status(cell)
+        base = results.base_evaluation(tags["model"])
+        for task, score in (results.evaluation(cell)["tasks"] or {None: {}}).items():
             base_score = base["tasks"].get(task, {}).get("pass@1")
             value = score.get("pass@1")
             rows.append(
@@ -47,19 +106,157 @@ def score_rows(cells: list[str], results: Path = RESULTS) -> list[dict]:
     return rows
 
 
+def _status_summary(statuses: list[str]) -> str:
+    """E.g. '2 completed, 1 missing'."""
+    counts = pd.Series(statuses).value_counts()
+    return ", ".join(f"{count} {status}" for status, count in counts.items())
+
+
+def main_rows(results: Results) -> list[dict]:
+    """One row per configuration and evaluation task, seeds pooled by the two-level bootstrap."""
+    configs: dict[tuple, list[str]] = {}
+    for cell, tags in results.cells.items():
+        configs.setdefault(tuple(tags[key] for key in CONFIG_KEYS), []).append(cell)
+    rows = []
+    for key, cells in configs.items():
+        statuses = [results.status(cell)["status"] for cell in cells]
+        tasks = [task for cell in cells for task in results.evaluation(cell)["tasks"]]
+        in_domain = next((task for cell in cells if (task := results.training_task(cell))), None)
+        for task in dict.fromkeys(tasks) or [None]:
+            row = dict(zip(CONFIG_KEYS, key)) | {"task": task, "domain": None if task is None else ("in" if task == in_domain else "out")}
+            per_seed = [series for cell in cells if task and (series := results.per_problem(cell, task)) is not None]
+            row |= {"seeds": len(per_seed), "cells": len(cells), "status": _status_summary(statuses)}
+            row |= dict.fromkeys(("pass@1", "ci_lo", "ci_hi", "base_pass@1", "delta_vs_base", "delta_ci_lo", "delta_ci_hi"), np.nan)
+            if per_seed:
+                problems = per_seed[0].index
+                if any(not series.index.equals(problems) for series in per_seed):
+                    raise ValueError(f"{key} {task}: the seeds were evaluated on different problems")
+                scores = np.stack([series.to_numpy() for series in per_seed])
+                row["pass@1"], row["ci_lo"], row["ci_hi"] = bootstrap_mean_ci(scores)
+                base = results.base_per_problem(key[0], task)
+                if base is not None and set(base.index) >= set(problems):
+                    row["base_pass@1"] = float(base.loc[problems].mean())
+                    row["delta_vs_base"], row["delta_ci_lo"], row["delta_ci_hi"] = bootstrap_mean_ci(
+                        scores, baseline=base.loc[problems].to_numpy()
+                    )
+            rows.append(row)
+    return rows
+
+
+def curve_rows(results: Results) -> list[dict]:
+    """Long format: one row per cell, step and logged metric; a non-finite value stays NaN."""
+    rows = []
+    for cell, tags in results.cells.items():
+        for record in results.metrics(cell):
+            for metric, name in CURVE_METRICS.items():
+                if metric in record:
+                    rows.append({"cell": cell, **tags, "step": record["step"], "metric": name, "value": record[metric]})
+    return rows
+
+
+def _in_domain_curve(results: Results, cell: str) -> list[float]:
+    return [record["eval/pass@1"] for record in results.metrics(cell) if "eval/pass@1" in record]
+
+
+def table1_rows(results: Results, toy_bias: pd.DataFrame | None) -> list[dict]:
+    """Per KL config and policy mode: the toy study's relative bias and the cells' behaviour."""
+    groups: dict[tuple, list[str]] = {}
+    for cell, tags in results.cells.items():
+        groups.setdefault((tags["kl"], tags["policy"]), []).append(cell)
+    rows = []
+    for (kl, policy), cells in groups.items():
+        labels = [classify(results.status(cell)["status"], _in_domain_curve(results, cell)) for cell in cells]
+        counts = {label: labels.count(label) for label in LABELS}
+        bias = np.nan
+        if toy_bias is not None:
+            match = toy_bias[(toy_bias["config"] == kl) & (toy_bias["mode"] == policy)]
+            bias = float(match["rel_bias"].iloc[0]) if len(match) else np.nan
+        observed = [label for label in LABELS[:3] if counts[label]]
+        behaviour = max(observed, key=lambda label: counts[label]) if observed else "missing"
+        rows.append({"kl": kl, "policy": policy, "toy_rel_bias": bias, "behaviour": behaviour, "cells": len(cells)} | counts)
+    return rows
+
+
+# The paper's published findings (PAPER.md) that a grid can be compared with.
+PAPER_FINDINGS = (
+    ("k1-loss", "on", "pass@1 below 0.1 for β ≥ 0.3 (unstable)", "in", lambda b: b >= 0.3),
+    ("k3-reward", "on", "collapse at every β", "in", lambda b: True),
+    ("k1-reward", "on", "stable, best in- and out-of-domain", "out", lambda b: True),
+    ("k3-loss", "on", "stable, worse than K1 in reward out of domain (college physics 0.429 vs 0.508)", "out", lambda b: True),
+    ("k3-both", "on", "matches K1 in reward", "in", lambda b: True),
+    ("none", "off", "collapses off-policy", "in", lambda b: True),
+    ("k1-loss", "off", "collapses off-policy", "in", lambda b: True),
+    ("k1-reward", "off", "stable off-policy, slightly ahead of K3 in loss", "in", lambda b: True),
+    ("k3-loss", "off", "stable off-policy", "in", lambda b: True),
+)
+
+
+def paper_comparison_rows(main: pd.DataFrame, table1: pd.DataFrame, scale: str) -> list[dict]:
+    rows = []
+    for kl, policy, finding, domain, beta_filter in PAPER_FINDINGS:
+        picked = main[(main["kl"] == kl) & (main["policy"] == policy) & (main["domain"] == domain)]
+        picked = picked[[beta_filter(b) for b in picked["beta"]]] if len(picked) else picked
+        behaviour = table1[(table1["kl"] == kl) & (table1["policy"] == policy)]
+        ours = "not in this grid"
+        if len(picked):
+            means = ", ".join(f"β {b:g}: {v:.3f} [{lo:.3f}, {hi:.3f}]" for b, v, lo, hi in picked[["beta", "pass@1", "ci_lo", "ci_hi"]].itertuples(index=False))
+            ours = f"{domain}-domain pass@1 {means}"
+        if len(behaviour):
+            row = behaviour.iloc[0]
+            ours += f"; behaviour {row['behaviour']} ({', '.join(f'{row[label]} {label}' for label in LABELS if row[label])})"
+        rows.append({"kl": kl, "policy": policy, "paper": finding, "ours": ours, "scale": scale})
+    return rows
+
+
+def table2_rows(path: Path = LIBRARY_KEYS) -> list[dict]:
+    libraries = yaml.safe_load(path.read_text())["libraries"]
+    configs = list(dict.fromkeys(config for library in libraries.values() for config in library["configs"]))
+    return [{"kl": config} | {name: library["configs"].get(config, "") for name, library in libraries.items()} for config in configs]
+
+
+def write_table(frame: pd.DataFrame, folder: Path, name: str, formats=("csv", "md", "tex")) -> None:
+    if "csv" in formats:
+        frame.to_csv(folder / f"{name}.csv", index=False)
+    if "md" in formats:
+        (folder / f"{name}.md").write_text(frame.to_markdown(index=False, floatfmt=".3f") + "\n")
+    if "tex" in formats:
+        (folder / f"{name}.tex").write_text(frame.to_latex(index=False, float_format="%.3f", na_rep="--"))
+
+
+def aggregate(cells: list[str], out: Path, root: Path = RESULTS, scale: str = "toy") -> dict[str, pd.DataFrame]:
+    results = Results(cells, root)
+    out.mkdir(parents=True, exist_ok=True)
+    toy_path = root / "toy" / "bias.csv"
+    toy_bias = pd.read_csv(toy_path) if toy_path.is_file() else None
+    if toy_bias is not None:
+        shutil.copy(toy_path, out / "toy_bias.csv")
+    tables = {
+        "scores": pd.DataFrame(score_rows(results)),
+        "main": pd.DataFrame(main_rows(results)),
+        "curves": pd.DataFrame(curve_rows(results), columns=["cell", *parse_cell_id(cells[0]), "step", "metric", "value"]),
+        "table1": pd.DataFrame(table1_rows(results, toy_bias)),
+    }
+    tables["paper_comparison"] = pd.DataFrame(paper_comparison_rows(tables["main"], tables["table1"], scale))
+    tables["table2"] = pd.DataFrame(table2_rows())
+    for name, frame in tables.items():
+        write_table(frame, out, name, ("csv",) if name in ("scores", "curves") else ("csv", "md", "tex"))
+    return tables
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cells", nargs="+", required=True, help="cell ids")
     parser.add_argument("--out", type=Path, default=RESULTS / "tables", help="folder for the tables")
+    parser.add_argument("--scale", default="toy", help="what the paper-comparison table says of this grid's scale")
     parser.add_argument("--mlflow-runs", type=Path, help="the grid's runs file: tables go to its parent run")
 
 
 def run(args: argparse.Namespace) -> None:
     from klrl.training.tracking import Tracker
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    scores = pd.DataFrame(score_rows(args.cells), columns=list(SCORE_COLUMNS))
-    scores.to_csv(args.out / "scores.csv", index=False)
+    tables = aggregate(args.cells, args.out, scale=args.scale)
     if args.mlflow_runs:
-        Tracker.from_runs_file(args.mlflow_runs, "grid").log_artifact(args.out, None)
-    counts = scores.drop_duplicates("cell")["status"].value_counts().to_dict()
-    print(f"{args.out / 'scores.csv'}: {len(scores)} rows, cells by status {counts}")
+        grid = Tracker.from_runs_file(args.mlflow_runs, "grid")
+        grid.log_artifact(args.out, None)
+        grid.finish()
+    counts = tables["scores"].drop_duplicates("cell")["status"].value_counts().to_dict()
+    print(f"{args.out}: {len(tables['main'])} configuration × task rows; cells by status {counts}")

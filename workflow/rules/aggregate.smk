@@ -5,15 +5,19 @@ rule aggregate:
     input:
         cells=expand("results/cells/{cell}/eval/results.json", cell=CELLS),
         bases=expand("results/base/{model}/eval/results.json", model=BASE_TASKS),
+        toy="results/toy/bias.csv",
         runs=ancient(RUNS),
     output:
-        report(
-            "results/tables/scores.csv",
-            caption="../report/scores.rst",
-            category="Tables",
-        ),
+        report("results/tables/main.csv", caption="../report/main.rst", category="Tables"),
+        report("results/tables/table1.csv", caption="../report/table1.rst", category="Tables"),
+        report("results/tables/paper_comparison.csv", caption="../report/paper_comparison.rst", category="Tables"),
+        report("results/tables/table2.csv", caption="../report/table2.rst", category="Tables"),
+        report("results/tables/scores.csv", caption="../report/scores.rst", category="Tables"),
+        "results/tables/curves.csv",
+        "results/tables/toy_bias.csv",
     params:
         cells=" ".join(CELLS),
+        scale=config.get("scale", "toy"),
     log:
         "results/logs/aggregate.log",
     benchmark:
@@ -25,6 +29,7 @@ rule aggregate:
         python -m klrl aggregate \
             --cells {params.cells} \
             --out results/tables \
+            --scale {params.scale} \
             --mlflow-runs {input.runs} \
             > {log} 2>&1
         """

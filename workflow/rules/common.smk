@@ -37,6 +37,7 @@ def train_settings(cell):
 def data_options(task):
     options = config["data"].get(task, {})
     flags = {"train_size": "--train-size", "test_size": "--test-size", "seed": "--seed", "source": "--source"}
+    flags["instruction"] = "--instruction"
     return " ".join(f"{flags[key]} {shlex.quote(str(value))}" for key, value in sorted(options.items()))
 
 

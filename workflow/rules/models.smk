@@ -7,7 +7,7 @@ rule pretrain_base:
         "results/base/tiny/model/config.json",
     params:
         options=pretrain_options("tiny"),
-    threads: workflow.cores
+    threads: 2
     resources:
         mem_mb=4000,
         runtime=120,

@@ -163,6 +163,8 @@ def run(args: argparse.Namespace) -> None:
     tracker.log_metrics(metrics, step=0)
     tracker.log_artifact(args.out, "eval")
     tracker.log_artifact(args.out.parent / "samples", "eval")
+    if train_status is None:
+        tracker.finish()  # a base model's run ends with its evaluation; a cell's ended with training
     for task, score in summary["tasks"].items():
         print(f"{task}: pass@1 {score['pass@1']:.3f} ± {score['stderr'] or 0:.3f} ({score['problems']} problems × {samples})")
     print(f"{args.out}: generation {timing['generation']:.1f} s, overhead {timing['overhead']:.1f} s")

@@ -72,6 +72,11 @@ class Tracker:
         if self._client:
             self._client.set_tag(self.run_id, key, value)
 
+    def finish(self, failed: bool = False) -> None:
+        """Mark the run FINISHED (or FAILED); later jobs may still log into it."""
+        if self._client:
+            self._client.set_terminated(self.run_id, "FAILED" if failed else "FINISHED")
+
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
         """A file, or a folder and everything in it, under `artifact_path` in the run."""
         if self._client:

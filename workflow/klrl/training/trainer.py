@@ -55,6 +55,9 @@ from klrl.training.scoring import completion_logits, distribution_stats, token_l
 from klrl.training.tracking import MetricsLog, Tracker, read_metrics, write_status
 
 
+MAX_MODEL_ARTIFACT_BYTES = 100 * 2**20  # larger final models are referenced by path in MLflow, not copied
+
+
 def _generator(*keys: object) -> torch.Generator:
     """A CPU generator seeded from the keys (e.g. seed and step), the same in every process."""
     digest = hashlib.sha256("/".join(map(str, keys)).encode()).digest()
@@ -179,6 +182,11 @@ class Trainer:
         write_status(self.out_dir, status, self.step, reason)
         for name in ("metrics.jsonl", "status.json", "config.yaml"):
             self.tracker.log_artifact(self.out_dir / name)
+        if sum(path.stat().st_size for path in final.iterdir()) <= MAX_MODEL_ARTIFACT_BYTES:
+            self.tracker.log_artifact(final)
+        else:
+            self.tracker.set_tag("final_model_path", str(final.resolve()))
+        self.tracker.finish(failed=status != "completed")
         (self.out_dir / "checkpoint.pt").unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ step

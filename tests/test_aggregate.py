@@ -1,0 +1,157 @@
+"""Tables and figures from synthetic results: values against hand computation, the bootstrap on a
+known distribution, missing and diverged cells shown as such, every figure drawn from a partial grid."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from klrl.aggregate import aggregate
+from klrl.behaviour import classify
+from klrl.stats import bootstrap_mean_ci
+
+ROOT = Path(__file__).resolve().parents[1]
+FIGURES = sorted(p.stem for p in (ROOT / "paper_figures").glob("*.py") if p.stem not in ("style", "bars"))
+PROBLEMS = [f"arith-test-{i:05d}" for i in range(6)]
+# per-problem pass@1 (4 samples each) of each evaluated cell and of the base, on arith and arith-long
+K1R_S0 = {"arith": [1.0, 0.75, 0.5, 1.0, 0.25, 1.0], "arith-long": [0.5, 0.5, 0.0, 0.25, 0.0, 0.5]}
+K1R_S1 = {"arith": [0.75, 0.75, 0.5, 1.0, 0.5, 0.75], "arith-long": [0.25, 0.5, 0.25, 0.25, 0.0, 0.25]}
+BASE = {"arith": [0.5, 0.5, 0.25, 0.75, 0.0, 0.5], "arith-long": [0.25, 0.25, 0.0, 0.0, 0.0, 0.25]}
+CELLS = ["tiny__k1-reward__b0.1__on__s0", "tiny__k1-reward__b0.1__on__s1", "tiny__k3-reward__b0.1__on__s0", "tiny__k1-loss__b0.1__on__s0"]
+
+
+def _write_eval(folder: Path, per_task: dict, train_status: dict | None) -> None:
+    (folder / "samples").mkdir(parents=True)
+    tasks = {}
+    for task, values in per_task.items():
+        lines = [json.dumps({"id": pid, "pass@1": value}) for pid, value in zip(PROBLEMS, values)]
+        (folder / "samples" / f"{task}.jsonl").write_text("\n".join(lines) + "\n")
+        tasks[task] = {"pass@1": float(np.mean(values)), "stderr": 0.1, "problems": 6, "samples": 4}
+    (folder / "results.json").write_text(json.dumps({"tasks": tasks, "train_status": train_status}))
+
+
+def _write_cell(root: Path, cell: str, status: str, curve: list[float], per_task: dict | None) -> None:
+    train = root / "cells" / cell / "train"
+    train.mkdir(parents=True)
+    (train / "status.json").write_text(json.dumps({"status": status, "step": 10 * (len(curve) - 1), "reason": ""}))
+    (train / "config.yaml").write_text(yaml.safe_dump({"train_data": "results/data/arith/train.jsonl"}))
+    records = [{"step": 10 * i, "eval/pass@1": value, "rollout/accuracy": value, "exact/entropy_token": float("nan") if value < 0.1 else 0.5}
+               for i, value in enumerate(curve)]
+    (train / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    if per_task is not None:
+        _write_eval(root / "cells" / cell / "eval", per_task, {"status": status})
+
+
+@pytest.fixture
+def synthetic(tmp_path) -> Path:
+    """Two completed seeds of K1-in-reward, one diverged K3-in-reward cell (not evaluated), one missing cell."""
+    root = tmp_path / "results"
+    _write_cell(root, CELLS[0], "completed", [0.4, 0.6, 0.7, 0.72], K1R_S0)
+    _write_cell(root, CELLS[1], "completed", [0.4, 0.55, 0.65, 0.7], K1R_S1)
+    _write_cell(root, CELLS[2], "diverged", [0.4, 0.2, 0.05], None)
+    (root / "cells" / CELLS[2] / "eval").mkdir()
+    (root / "cells" / CELLS[2] / "eval" / "results.json").write_text(json.dumps({"tasks": {}, "skipped": "non-finite weights"}))
+    _write_eval(root / "base" / "tiny" / "eval", BASE, None)
+    (root / "toy").mkdir()
+    pd.DataFrame(
+        [{"config": c, "mode": m, "rel_bias": b, "rel_std": 1.0} for c, b in (("k1-reward", 0.0), ("k3-reward", 0.8), ("k1-loss", 1.0)) for m in ("on", "off")]
+    ).to_csv(root / "toy" / "bias.csv", index=False)
+    aggregate(CELLS, root / "tables", root=root)
+    return root
+
+
+def test_main_table_values_are_the_hand_computed_ones(synthetic):
+    main = pd.read_csv(synthetic / "tables" / "main.csv")
+    row = main[(main["kl"] == "k1-reward") & (main["task"] == "arith")].iloc[0]
+    mean = (np.mean(K1R_S0["arith"]) + np.mean(K1R_S1["arith"])) / 2
+    assert row["pass@1"] == pytest.approx(mean, abs=1e-12)
+    assert row["base_pass@1"] == pytest.approx(np.mean(BASE["arith"]), abs=1e-12)
+    assert row["delta_vs_base"] == pytest.approx(mean - np.mean(BASE["arith"]), abs=1e-12)
+    assert row["ci_lo"] <= row["pass@1"] <= row["ci_hi"] and row["ci_hi"] - row["ci_lo"] > 0
+    assert row["delta_ci_lo"] > 0  # every problem improved or held
+    assert (row["seeds"], row["cells"], row["status"], row["domain"]) == (2, 2, "2 completed", "in")
+    ood = main[(main["kl"] == "k1-reward") & (main["task"] == "arith-long")].iloc[0]
+    assert ood["domain"] == "out"
+    assert ood["pass@1"] == pytest.approx((np.mean(K1R_S0["arith-long"]) + np.mean(K1R_S1["arith-long"])) / 2)
+
+
+def test_diverged_and_missing_cells_are_rows_not_gaps(synthetic):
+    main = pd.read_csv(synthetic / "tables" / "main.csv")
+    diverged = main[main["kl"] == "k3-reward"].iloc[0]
+    assert diverged["status"] == "1 diverged" and np.isnan(diverged["pass@1"]) and diverged["seeds"] == 0
+    missing = main[main["kl"] == "k1-loss"].iloc[0]
+    assert missing["status"] == "1 missing" and np.isnan(missing["pass@1"])
+    scores = pd.read_csv(synthetic / "tables" / "scores.csv")
+    assert set(scores["cell"]) == set(CELLS)
+    table1 = pd.read_csv(synthetic / "tables" / "table1.csv").set_index("kl")
+    assert table1.loc["k3-reward", "behaviour"] == "collapsed" and table1.loc["k3-reward", "collapsed"] == 1
+    assert table1.loc["k1-reward", "behaviour"] == "stable" and table1.loc["k1-reward", "stable"] == 2
+    assert table1.loc["k1-loss", "behaviour"] == "missing"
+    assert table1.loc["k3-reward", "toy_rel_bias"] == 0.8
+    comparison = pd.read_csv(synthetic / "tables" / "paper_comparison.csv")
+    k3r = comparison[(comparison["kl"] == "k3-reward") & (comparison["policy"] == "on")].iloc[0]
+    assert "collapsed" in k3r["ours"] and k3r["scale"] == "toy"
+
+
+def test_curves_keep_non_finite_values_as_nan(synthetic):
+    curves = pd.read_csv(synthetic / "tables" / "curves.csv")
+    entropy = curves[(curves["cell"] == CELLS[2]) & (curves["metric"] == "entropy")]
+    assert entropy["value"].isna().sum() == 1 and len(entropy) == 3
+
+
+def test_every_table_has_csv_markdown_and_latex(synthetic):
+    for name in ("main", "table1", "paper_comparison", "table2"):
+        for suffix in ("csv", "md", "tex"):
+            assert (synthetic / "tables" / f"{name}.{suffix}").stat().st_size > 0
+    table2 = pd.read_csv(synthetic / "tables" / "table2.csv")
+    assert {"verl", "openrlhf", "trl", "skyrl"} <= set(table2.columns)
+    assert "k1-reward" in set(table2["kl"])
+
+
+def test_bootstrap_interval_covers_a_known_mean_at_its_level():
+    """Single seed, 150 problems with pass@1 ~ Bernoulli(0.3): the 95% interval covers 0.3 in about
+    95% of 400 independent data sets, and its width matches the normal approximation."""
+    rng = np.random.default_rng(1)
+    covered, widths = 0, []
+    for repeat in range(400):
+        data = (rng.random((1, 150)) < 0.3).astype(float)
+        mean, lo, hi = bootstrap_mean_ci(data, iterations=1000, seed=repeat)
+        covered += lo <= 0.3 <= hi
+        widths.append(hi - lo)
+    assert 0.91 <= covered / 400 <= 0.98
+    assert np.mean(widths) == pytest.approx(2 * 1.96 * np.sqrt(0.3 * 0.7 / 150), rel=0.1)
+
+
+def test_bootstrap_widens_with_seed_to_seed_variation():
+    rng = np.random.default_rng(2)
+    problems = rng.random(100)
+    same = np.stack([problems, problems, problems])
+    spread = np.stack([problems, np.clip(problems + 0.3, 0, 1), np.clip(problems - 0.3, 0, 1)])
+    _, lo_same, hi_same = bootstrap_mean_ci(same)
+    _, lo_spread, hi_spread = bootstrap_mean_ci(spread)
+    assert hi_spread - lo_spread > 1.5 * (hi_same - lo_same)
+    with pytest.raises(ValueError, match="NaN"):
+        bootstrap_mean_ci(np.array([[0.5, np.nan]]))
+
+
+def test_behaviour_rule_edges():
+    assert classify("missing", []) == "missing"
+    assert classify("completed", [0.4, 0.5, 0.395]) == "unstable"  # 0.105 below its best
+    assert classify("completed", [0.4, 0.5, 0.41]) == "stable"
+    assert classify("completed", [0.4, 0.19], base=0.4) == "collapsed"
+
+
+@pytest.mark.parametrize("figure", FIGURES)
+def test_every_figure_draws_from_a_partial_grid(synthetic, figure, tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "paper_figures" / f"{figure}.py"), "--tables", str(synthetic / "tables"), "--out", str(tmp_path)],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / f"{figure}.png").stat().st_size > 5000
+    assert (tmp_path / f"{figure}.pdf").stat().st_size > 1000

@@ -1,0 +1,309 @@
+"""The Snakemake workflow: config checks, the grid, the paper DAG, and config/test.yaml end to end
+with MLflow (REST API and the UI in headless Chromium)."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from klrl.grid import GRID_KEYS, cell_id, expand_grid, parse_cell_id
+from klrl.kl import STANDARD_NAMES
+from klrl.models import BASE_MODELS
+from klrl.tasks import TASKS
+from klrl.training.config import TrainConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW_FILES = ("Snakefile", "workflow/rules", "workflow/schemas", "workflow/report", "config", "envs", "profiles", "paper_figures")
+SNAKEMAKE = Path(sys.executable).parent / "snakemake"
+CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it where it can
+
+
+def _config(name: str) -> dict:
+    return yaml.safe_load((ROOT / "config" / f"{name}.yaml").read_text())
+
+
+def _copy_workflow(folder: Path) -> Path:
+    """The workflow's files (not the package, which is installed) in a fresh folder."""
+    for name in WORKFLOW_FILES:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, folder / name)
+        else:
+            shutil.copy(source, folder / name)
+    return folder
+
+
+def _snakemake(folder: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    env = os.environ | {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return subprocess.run(
+        [str(SNAKEMAKE), *args], cwd=folder, capture_output=True, text=True, env=env, timeout=timeout, check=False
+    )
+
+
+def _job_counts(output: str) -> dict[str, int]:
+    """The 'Job stats' table of a Snakemake run or dry run."""
+    lines = output[output.index("Job stats:") :].splitlines()[3:]
+    counts = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+# ---------------------------------------------------------------------------------- config
+
+
+def test_the_schema_enums_are_the_codes_registries():
+    schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    assert schema["$defs"]["kl"]["enum"] == list(STANDARD_NAMES)
+    assert schema["$defs"]["task"]["enum"] == list(TASKS)
+    assert schema["$defs"]["model"]["enum"] == list(BASE_MODELS)
+    train_keys = {field for field in TrainConfig.__dataclass_fields__ if field not in GRID_KEYS}
+    assert set(schema["$defs"]["train"]["properties"]) == train_keys
+
+
+def test_the_default_grid_measures_every_claim():
+    cells = expand_grid(_config("config"))
+    assert len(cells) == 38
+    assert sum(cell.kl == "none" for cell in cells.values()) == 4  # once per policy mode and seed, at β 0
+    on = {cell.kl for cell in cells.values() if cell.policy == "on"}
+    assert on == {"none", "k1-reward", "k1-loss", "k2-loss", "k3-reward", "k3-loss", "k1-both", "k3-both"}
+    off = [cell for cell in cells.values() if cell.policy == "off"]
+    assert {cell.kl for cell in off} == {"none", "k1-reward", "k1-loss", "k3-reward", "k3-loss", "k1-reward-prefixis"}
+    assert all(cell.train["async_lag"] == 4 and cell.train["advantage"] == "group-mean" for cell in off)
+    cell = cells["tiny__k1-loss__b1__on__s1"]
+    assert cell.train["async_lag"] == 0
+    assert (cell.train["kl"], cell.train["beta"], cell.train["seed"]) == ("k1-loss", 1.0, 1)
+    assert cell.train["base_model"] == "results/base/tiny/model"
+    assert cell.train["train_data"] == "results/data/arith/train.jsonl"
+    assert parse_cell_id(cell.id) == {"model": "tiny", "kl": "k1-loss", "beta": 1.0, "policy": "on", "seed": 1}
+
+
+def test_cell_ids_round_trip():
+    for beta in (0.0, 0.005, 0.1, 1.0, 1e-5):
+        assert parse_cell_id(cell_id("qwen2.5-7b", "k3-loss-tokis", beta, "off", 12))["beta"] == beta
+
+
+def test_grid_errors_name_the_group_and_the_key():
+    config = _config("test")
+    off = config["groups"][1]
+    off["train"] = {}
+    with pytest.raises(ValueError, match="group 'off-policy': policy 'off' needs train.async_lag"):
+        expand_grid(config)
+    config = _config("test")
+    config["train"]["kl"] = "k1-loss"
+    with pytest.raises(ValueError, match="train: 'kl' is set by the grid"):
+        expand_grid(config)
+    config = _config("test")
+    config["groups"][1] = dict(config["groups"][0], name="again")
+    with pytest.raises(ValueError, match="cell tiny__k1-reward__b0.1__on__s0 is in groups 'on-policy' and 'again'"):
+        expand_grid(config)
+    config = _config("test")
+    config["train"]["minibatches"] = 3  # 4 prompts × 4 samples is not divisible by 3
+    with pytest.raises(ValueError, match="group 'on-policy', cell tiny__k1-reward__b0.1__on__s0: .*'minibatches'"):
+        expand_grid(config)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda c: c["train"].update(stepz=3), "'stepz' was unexpected"),
+        (lambda c: c["groups"][0].update(kl=["k4-reward"]), "'k4-reward' is not one of ['none', 'k1-reward'"),
+        (lambda c: c["evaluation"].update(samples=0), "0 is less than the minimum of 1"),
+        (lambda c: c.pop("experiment"), "'experiment' is a required property"),
+    ],
+)
+def test_a_bad_config_stops_snakemake_before_any_job(tmp_path, edit, message):
+    folder = _copy_workflow(tmp_path)
+    config = _config("test")
+    edit(config)
+    (folder / "bad.yaml").write_text(yaml.safe_dump(config))
+    result = _snakemake(folder, "-n", "--configfile", "bad.yaml")
+    assert result.returncode != 0
+    assert message in result.stdout + result.stderr
+    assert not (folder / "results").exists()
+
+
+def test_the_paper_config_dry_runs_to_its_grid(tmp_path):
+    folder = _copy_workflow(tmp_path)
+    cells = expand_grid(_config("paper"))
+    assert len(cells) == 2 * (1 + 4 * 4) + 2 + 5 + 5  # on-policy β sweep ×2 models, both, off-policy ×2 tasks
+    result = _snakemake(folder, "-n", "--configfile", "config/paper.yaml", "--profile", "profiles/slurm")
+    assert result.returncode == 0, result.stderr[-3000:]
+    counts = _job_counts(result.stdout)
+    assert counts["train"] == counts["evaluate"] == len(cells)
+    assert counts["evaluate_base"] == 3
+    assert counts["prepare_data"] == 5
+    assert counts["figure"] == 8
+    assert counts["total"] == 2 * len(cells) + 3 + 5 + 8 + 4  # + track_grid, toy_bias, aggregate, all
+    assert "gpu=8" in result.stdout and "gpu=4" in result.stdout
+
+
+def test_the_workflow_lints_clean(tmp_path):
+    folder = _copy_workflow(tmp_path)
+    result = _snakemake(folder, "--lint", "--configfile", "config/test.yaml")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "Congratulations, your workflow is in a good condition!" in result.stdout + result.stderr
+
+
+# ------------------------------------------------------------------------- end to end
+
+
+@pytest.fixture(scope="module")
+def ci_run(tmp_path_factory) -> Path:
+    """config/test.yaml run through Snakemake from nothing: data, tiny base, 2 cells, evaluation, tables."""
+    folder = _copy_workflow(tmp_path_factory.mktemp("workflow"))
+    result = _snakemake(folder, "--cores", "2", "--configfile", "config/test.yaml")
+    assert result.returncode == 0, result.stderr[-5000:]
+    return folder
+
+
+CI_CELLS = ("tiny__k1-reward__b0.1__on__s0", "tiny__k3-loss__b0.1__off__s0")
+
+
+@pytest.mark.slow
+def test_the_ci_grid_runs_end_to_end(ci_run):
+    scores = pd.read_csv(ci_run / "results" / "tables" / "scores.csv")
+    assert sorted(zip(scores["cell"], scores["task"])) == sorted((c, t) for c in CI_CELLS for t in ("arith", "arith-long"))
+    assert set(scores["status"]) == {"completed"}
+    assert set(scores["step"]) == {3}
+    base = json.loads((ci_run / "results" / "base" / "tiny" / "eval" / "results.json").read_text())
+    for _, row in scores.iterrows():
+        cell = json.loads((ci_run / "results" / "cells" / row["cell"] / "eval" / "results.json").read_text())
+        assert row["pass@1"] == pytest.approx(cell["tasks"][row["task"]]["pass@1"])
+        assert row["base_pass@1"] == pytest.approx(base["tasks"][row["task"]]["pass@1"])
+        assert cell["train_status"]["status"] == "completed"
+    config = yaml.safe_load((ci_run / "results" / "cells" / CI_CELLS[1] / "train" / "config.yaml").read_text())
+    assert (config["async_lag"], config["kl"], config["advantage"]) == (1, "k3-loss", "group-mean")
+    for rule in ("train", "evaluate"):
+        assert (ci_run / "results" / "benchmarks" / rule / f"{CI_CELLS[0]}.tsv").is_file()
+        assert (ci_run / "results" / "logs" / rule / f"{CI_CELLS[0]}.log").is_file()
+
+
+@pytest.mark.slow
+def test_rerunning_one_cell_reruns_only_its_jobs(ci_run):
+    target = f"results/cells/{CI_CELLS[0]}/eval/results.json"
+    dry = _snakemake(ci_run, "-n", "--configfile", "config/test.yaml", "--forcerun", "train", "--", target)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert _job_counts(dry.stdout) == {"train": 1, "evaluate": 1, "total": 2}
+    other = ci_run / "results" / "cells" / CI_CELLS[1] / "eval" / "results.json"
+    before = other.stat().st_mtime_ns, (ci_run / target).stat().st_mtime_ns
+    result = _snakemake(ci_run, "--cores", "2", "--configfile", "config/test.yaml", "--forcerun", "train", "--", target)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert other.stat().st_mtime_ns == before[0]
+    assert (ci_run / target).stat().st_mtime_ns > before[1]
+    nothing = _snakemake(ci_run, "-n", "--configfile", "config/test.yaml", "--", target)
+    assert "Nothing to be done" in nothing.stdout + nothing.stderr
+
+
+@pytest.mark.slow
+def test_tables_alone_are_rebuilt_from_existing_results(ci_run):
+    args = ("--configfile", "config/test.yaml", "--forcerun", "aggregate", "--allowed-rules", "aggregate")
+    dry = _snakemake(ci_run, "-n", *args, "--", "results/tables/scores.csv")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert _job_counts(dry.stdout) == {"aggregate": 1, "total": 1}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _post(url: str, body: dict) -> dict:
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+@pytest.fixture
+def mlflow_server(ci_run):
+    """`mlflow server` on a free port of 127.0.0.1 over the run's store; stopped with all its children."""
+    port = _free_port()
+    command = [str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port)]
+    command += ["--backend-store-uri", "sqlite:///results/mlflow.db"]
+    server = subprocess.Popen(command, cwd=ci_run, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    address = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(180):
+            try:
+                with urllib.request.urlopen(f"{address}/health", timeout=2):
+                    break
+            except OSError:
+                assert server.poll() is None, "mlflow server exited"
+                time.sleep(1)
+        else:
+            pytest.fail("mlflow server did not answer /health within 180 s")
+        yield address
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        leftover = subprocess.run(["pgrep", "-g", str(server.pid)], capture_output=True, text=True, check=False)
+        assert leftover.stdout.strip() == "", "the server left processes behind"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not Path(CHROMIUM).exists() and not os.environ.get("KLRL_REQUIRE_BROWSER"),
+    reason="Debian's chromium is not installed (CI sets KLRL_REQUIRE_BROWSER=1 and installs it)",
+)
+def test_every_cell_is_in_mlflow_and_the_ui_shows_the_runs(ci_run, mlflow_server, tmp_path):
+    runs_file = json.loads((ci_run / "results" / "mlflow" / "ci-test.runs.json").read_text())
+    runs = _post(f"{mlflow_server}/api/2.0/mlflow/runs/search", {"experiment_ids": [runs_file["experiment_id"]]})["runs"]
+    by_name = {run["info"]["run_name"]: run for run in runs}
+    assert set(by_name) == {"grid", "base/tiny", *CI_CELLS}
+    parent = by_name["grid"]["info"]["run_id"]
+    for cell in CI_CELLS:
+        run = by_name[cell]
+        tags = {tag["key"]: tag["value"] for tag in run["data"]["tags"]}
+        metrics = {metric["key"] for metric in run["data"]["metrics"]}
+        params = {param["key"]: param["value"] for param in run["data"]["params"]}
+        assert tags["mlflow.parentRunId"] == parent
+        assert {key: tags[key] for key in ("model", "kl", "beta", "policy", "seed")} == {
+            key: str(value) for key, value in parse_cell_id(cell).items()
+        }
+        assert {"rollout/reward_mean", "kl/k1", "eval/pass_at_1", "eval/arith/pass_at_1", "eval/arith-long/pass_at_1"} <= metrics
+        assert params["kl"] == parse_cell_id(cell)["kl"] and params["steps"] == "3"
+        assert run["info"]["status"] == "FINISHED"
+    assert "eval/arith/pass_at_1" in {m["key"] for m in by_name["base/tiny"]["data"]["metrics"]}
+
+    from playwright.sync_api import sync_playwright
+
+    screenshot = tmp_path / "mlflow-ui.png"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1600, "height": 900})
+        page.goto(f"{mlflow_server}/#/experiments/{runs_file['experiment_id']}/runs")
+        grid = page.get_by_text("grid", exact=True)
+        grid.wait_for(timeout=120_000)
+        page.locator("[role=row]", has=grid).locator("button[data-component-id*=runnamecellrenderer]").click()
+        for name in ("base/tiny", *CI_CELLS):
+            page.get_by_text(name, exact=True).wait_for(timeout=60_000)
+        page.screenshot(path=str(screenshot))
+        browser.close()
+    assert screenshot.stat().st_size > 20_000
+
+
+@pytest.mark.slow
+def test_the_html_report_holds_the_tables(ci_run):
+    result = _snakemake(ci_run, "--configfile", "config/test.yaml", "--report", "results/report.html")
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = (ci_run / "results" / "report.html").read_text()
+    assert "scores.csv" in report and "bias.csv" in report
