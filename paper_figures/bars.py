@@ -3,6 +3,8 @@
 import numpy as np
 from style import COLORS, plt, save
 
+DOMAINS = {"in": "in-domain", "out": "out-of-domain"}
+
 
 def bars(rows, out, name: str, title: str) -> None:
     """rows: main.csv rows. Missing values are hatched placeholders labelled `missing`; a
@@ -27,7 +29,7 @@ def bars(rows, out, name: str, title: str) -> None:
                 ax.hlines(row["base_pass@1"].iloc[0], -0.5, len(configs) - 0.5, colors="gray", linestyles="dashed", linewidth=0.8)
         ax.set_xticks(x, [kl if kl == "none" else f"{kl} β{beta:g}" for kl, beta in configs], rotation=70, ha="right", fontsize=7)
         domain = rows.loc[rows["task"] == task, "domain"]
-        ax.set_title(f"{task} ({domain.iloc[0]}-domain)" if len(domain) else task)
+        ax.set_title(f"{task} ({DOMAINS.get(domain.iloc[0], '?')})" if len(domain) else task)
         ax.set_ylabel("pass@1")
     figure.suptitle(title)
     save(figure, out, name)

@@ -77,3 +77,18 @@ def plot_curves(ax, curves: pd.DataFrame, metric: str, selection: list[tuple[str
 
 def beta_label(kl: str, beta: float, policy: str) -> str:
     return kl if kl == "none" else f"{kl} β={beta:g}"
+
+
+def curve_figure(curves: pd.DataFrame, selection: list[tuple[str, float, str]], panels: list[tuple[str, str]], title: str, out: Path, name: str) -> None:
+    """One panel per (metric, y label), each with the selected configurations' seed-mean curves."""
+    figure, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels) + 1, 3.8), squeeze=False)
+    for ax, (metric, ylabel) in zip(axes[0], panels):
+        plot_curves(ax, curves, metric, selection, beta_label)
+        ax.set_ylabel(ylabel)
+    axes[0][0].legend(fontsize=7)
+    figure.suptitle(title)
+    save(figure, out, name)
+
+
+PASS_AT_1 = ("eval_pass@1", "in-domain pass@1 (held out)")
+TRAIN_ACCURACY = ("train_accuracy", "training accuracy")

@@ -210,11 +210,15 @@ def test_rerunning_one_cell_reruns_only_its_jobs(ci_run):
 
 
 @pytest.mark.slow
-def test_tables_alone_are_rebuilt_from_existing_results(ci_run):
+def test_tables_and_figures_alone_are_rebuilt_from_existing_results(ci_run):
     args = ("--configfile", "config/test.yaml", "--forcerun", "aggregate", "--allowed-rules", "aggregate")
     dry = _snakemake(ci_run, "-n", *args, "--", "results/tables/scores.csv")
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert _job_counts(dry.stdout) == {"aggregate": 1, "total": 1}
+    args = ("--configfile", "config/test.yaml", "--forcerun", "aggregate", "--allowed-rules", "aggregate", "figure", "figures")
+    dry = _snakemake(ci_run, "-n", *args, "--", "figures")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert _job_counts(dry.stdout) == {"aggregate": 1, "figure": 8, "figures": 1, "total": 10}
 
 
 def _free_port() -> int:
@@ -249,14 +253,28 @@ def mlflow_server(ci_run):
             pytest.fail("mlflow server did not answer /health within 180 s")
         yield address
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-        leftover = subprocess.run(["pgrep", "-g", str(server.pid)], capture_output=True, text=True, check=False)
-        assert leftover.stdout.strip() == "", "the server left processes behind"
+        _stop_group(server)
+
+
+def _group_alive(leader: int) -> bool:
+    """Whether any process of the group still runs (zombies, already dead, do not count)."""
+    listing = subprocess.run(["ps", "-e", "-o", "pgid=,stat="], capture_output=True, text=True, check=True)
+    return any(pgid == str(leader) and not stat.startswith("Z") for pgid, stat in map(str.split, listing.stdout.splitlines()))
+
+
+def _stop_group(process: subprocess.Popen) -> None:
+    """SIGTERM the process group (the server and its workers), SIGKILL what outlives 20 s, then
+    check that nothing of the group is left."""
+    os.killpg(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    while _group_alive(process.pid) and time.monotonic() < deadline:
+        process.poll()
+        time.sleep(0.5)
+    if _group_alive(process.pid):
+        os.killpg(process.pid, signal.SIGKILL)
+        time.sleep(1)
+    process.wait(timeout=30)
+    assert not _group_alive(process.pid), "the server left processes behind"
 
 
 @pytest.mark.slow

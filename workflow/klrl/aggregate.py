@@ -199,8 +199,8 @@ def paper_comparison_rows(main: pd.DataFrame, table1: pd.DataFrame, scale: str) 
         behaviour = table1[(table1["kl"] == kl) & (table1["policy"] == policy)]
         ours = "not in this grid"
         if len(picked):
-            means = ", ".join(f"β {b:g}: {v:.3f} [{lo:.3f}, {hi:.3f}]" for b, v, lo, hi in picked[["beta", "pass@1", "ci_lo", "ci_hi"]].itertuples(index=False))
-            ours = f"{domain}-domain pass@1 {means}"
+            columns = picked[["task", "beta", "pass@1", "ci_lo", "ci_hi"]].itertuples(index=False)
+            ours = "pass@1 " + ", ".join(f"{task} β {b:g}: {v:.3f} [{lo:.3f}, {hi:.3f}]" for task, b, v, lo, hi in columns)
         if len(behaviour):
             row = behaviour.iloc[0]
             ours += f"; behaviour {row['behaviour']} ({', '.join(f'{row[label]} {label}' for label in LABELS if row[label])})"
