@@ -31,4 +31,5 @@ rule all:
     input:
         "results/tables/main.csv",
         expand("paper_figures/{figure}.png", figure=FIGURES),
+        f"results/mlflow/{config['experiment']}.figures.txt",
     default_target: True

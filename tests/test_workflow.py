@@ -148,7 +148,7 @@ def test_the_paper_config_dry_runs_to_its_grid(tmp_path):
     assert counts["evaluate_base"] == 3
     assert counts["prepare_data"] == 5
     assert counts["figure"] == 8
-    assert counts["total"] == 2 * len(cells) + 3 + 5 + 8 + 4  # + track_grid, toy_bias, aggregate, all
+    assert counts["total"] == 2 * len(cells) + 3 + 5 + 8 + 5  # + track_grid, toy_bias, aggregate, track_figures, all
     assert "gpu=8" in result.stdout and "gpu=4" in result.stdout
 
 
@@ -301,6 +301,11 @@ def test_every_cell_is_in_mlflow_and_the_ui_shows_the_runs(ci_run, mlflow_server
         assert params["kl"] == parse_cell_id(cell)["kl"] and params["steps"] == "3"
         assert run["info"]["status"] == "FINISHED"
     assert "eval/arith/pass_at_1" in {m["key"] for m in by_name["base/tiny"]["data"]["metrics"]}
+    for folder, expected in (("tables", "main.csv"), ("figures", "k1_loss_beta.png")):
+        query = f"run_id={parent}&path={folder}"
+        with urllib.request.urlopen(f"{mlflow_server}/api/2.0/mlflow/artifacts/list?{query}", timeout=30) as response:
+            listed = {Path(item["path"]).name for item in json.loads(response.read()).get("files", [])}
+        assert expected in listed, (folder, listed)
 
     from playwright.sync_api import sync_playwright
 

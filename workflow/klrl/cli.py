@@ -30,6 +30,7 @@ VERBS = {
     "train": Verb("klrl.training.command", "RL-train one cell (on- or off-policy, any KL configuration)"),
     "evaluate": Verb("klrl.evaluation.command", "evaluate a model on tasks through lm-evaluation-harness (pass@1)"),
     "track-grid": Verb("klrl.track_grid", "create a grid's MLflow experiment and runs, once, before its jobs"),
+    "track-files": Verb("klrl.track_grid", "attach files (the figures) to a grid's MLflow run", "add_files_arguments", "run_files"),
     "aggregate": Verb("klrl.aggregate", "collect every cell's results into tables"),
     "convert-base": Verb(
         "klrl.models.build", "convert a packaged model (SmolLM2) to a Hugging Face folder", "add_convert_arguments", "run_convert"

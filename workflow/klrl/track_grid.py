@@ -99,3 +99,21 @@ def run(args: argparse.Namespace) -> None:
     record = track_grid(args.experiment, uri, keys, args.out, groups)
     where = record["tracking_uri"] or "off"
     print(f"{args.out}: {len(record['runs'])} runs in experiment {args.experiment!r} ({where})")
+
+
+def add_files_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mlflow-runs", type=Path, required=True, help="the grid's runs file")
+    parser.add_argument("--key", default="grid", help="the run to attach to (default: the grid's parent run)")
+    parser.add_argument("--artifact-path", default="figures", help="folder in the run's artifacts")
+    parser.add_argument("--marker", type=Path, required=True, help="file written when done (the workflow's output)")
+    parser.add_argument("files", nargs="+", type=Path, help="files to attach")
+
+
+def run_files(args: argparse.Namespace) -> None:
+    from klrl.training.tracking import Tracker
+
+    tracker = Tracker.from_runs_file(args.mlflow_runs, args.key)
+    for path in args.files:
+        tracker.log_artifact(path, args.artifact_path)
+    args.marker.write_text("".join(f"{path}\n" for path in args.files))
+    print(f"{len(args.files)} files → run {args.key!r} ({args.artifact_path}/)")

@@ -1,4 +1,5 @@
-# One script per figure in paper_figures/, each reading only results/tables/.
+# One script per figure in paper_figures/, each reading only results/tables/; the figures then
+# go to the grid's MLflow run.
 
 FIGURES = [
     "toy_bias",
@@ -44,3 +45,25 @@ rule figure:
 rule figures:
     input:
         expand("paper_figures/{figure}.png", figure=FIGURES),
+
+
+rule track_figures:
+    input:
+        figures=expand("paper_figures/{figure}.png", figure=FIGURES),
+        runs=ancient(RUNS),
+    output:
+        f"results/mlflow/{config['experiment']}.figures.txt",
+    log:
+        f"results/logs/track_figures/{config['experiment']}.log",
+    benchmark:
+        f"results/benchmarks/track_figures/{config['experiment']}.tsv"
+    conda:
+        "../../envs/klrl.yaml"
+    shell:
+        """
+        python -m klrl track-files \
+            --mlflow-runs {input.runs} \
+            --marker {output} \
+            {input.figures} \
+            > {log} 2>&1
+        """
