@@ -330,3 +330,4 @@ def test_the_html_report_holds_the_tables(ci_run):
     assert result.returncode == 0, result.stderr[-3000:]
     report = (ci_run / "results" / "report.html").read_text()
     assert "scores.csv" in report and "bias.csv" in report
+    assert "Cells: every on-policy k1-loss, k1-reward and none cell. Scale: toy." in report  # the figure's caption
