@@ -1,7 +1,7 @@
 """Does lm-eval's pass@1 agree with the trainer's periodic evaluation, and what does lm-eval cost?
 
 Scores one model on the first N problems of a prepared split twice, at temperature 1 with n
-samples per problem: with the trainer's own sampler (`klrl.training.evaluation.pass_at_1`, the
+samples per problem: with the trainer's own evaluation (`klrl.training.evaluation.problem_pass_at_1`, the
 number a cell's metrics.jsonl logs) and through `klrl evaluate`'s lm-eval path. Both are
 unbiased estimates of the same pass@1, from independent samples, so their per-problem
 difference has mean 0; the script prints both scores, the paired standard error of the
@@ -24,20 +24,17 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from klrl.evaluation.harness import Decoding, evaluate, lm_eval_task_name
 from klrl.rewards import get_reward
 from klrl.tasks.data import read_manifest, read_split
-from klrl.training.prompts import encode_prompts
-from klrl.training.sampling import HFSampler, completion_texts
+from klrl.training.evaluation import problem_pass_at_1
+from klrl.training.sampling import HFSampler
 
 
 def trainer_scores(model_dir: str, rows: list[dict], reward: str, samples: int, max_new_tokens: int, seed: int) -> list[float]:
-    """Per-problem pass@1 from the trainer's sampler (the periodic evaluation's code path)."""
+    """Per-problem pass@1 through the trainer's periodic evaluation (`problem_pass_at_1`)."""
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     sampler = HFSampler(tokenizer.eos_token_id, tokenizer.pad_token_id, max_new_tokens)
     generator = torch.Generator().manual_seed(seed)
-    group = [row for row in rows for _ in range(samples)]
-    rollout = sampler.sample(model, encode_prompts(tokenizer, [row["prompt"] for row in group]), generator)
-    rewards = get_reward(reward)(completion_texts(tokenizer, rollout), [row["answer"] for row in group])
-    return [sum(rewards[i * samples : (i + 1) * samples]) / samples for i in range(len(rows))]
+    return problem_pass_at_1(model, tokenizer, sampler, rows, get_reward(reward), samples, generator)
 
 
 def main() -> None:

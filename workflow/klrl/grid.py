@@ -103,6 +103,7 @@ def _train_settings(config: dict, group: dict, model: str, kl: str, beta: float,
     task = get_task(group["task"])
     data = RESULTS / "data" / task.name
     settings = dict(config.get("train", {})) | dict(group.get("train", {}))
+    resources = job_resources(config, model)
     settings |= {
         "base_model": model_path(model),
         "train_data": str(data / "train.jsonl"),
@@ -111,8 +112,8 @@ def _train_settings(config: dict, group: dict, model: str, kl: str, beta: float,
         "kl": kl,
         "beta": beta,
         "seed": seed,
-        "threads": job_resources(config, model)["threads"],
-        "device": "cuda" if job_resources(config, model)["gpus"] else "cpu",
+        "threads": resources["threads"],
+        "device": "cuda" if resources["gpus"] else "cpu",
     }
     if policy == "on":
         settings["async_lag"] = 0
