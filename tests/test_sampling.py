@@ -4,7 +4,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from klrl.training.prompts import encode_prompts
-from klrl.training.sampling import HFSampler, _completion_mask, left_pad, next_token_distribution, position_ids
+from klrl.training.sampling import HFSampler, completion_mask, left_pad, next_token_distribution, position_ids
 
 
 def _setup(tiny_base):
@@ -23,11 +23,11 @@ def test_top_p_keeps_the_smallest_set_reaching_p():
     assert torch.allclose(hot, torch.softmax(logits / 2, -1))
 
 
-def test_completion_mask_keeps_the_first_eos_and_nothing_after():
+def testcompletion_mask_keeps_the_first_eos_and_nothing_after():
     eos = 9
     tokens = torch.tensor([[1, 2, 9, 9, 9], [1, 9, 3, 9, 9], [1, 2, 3, 4, 5]])
     expected = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 0, 0, 0], [1, 1, 1, 1, 1]])
-    assert torch.equal(_completion_mask(tokens, eos), expected)
+    assert torch.equal(completion_mask(tokens, eos), expected)
 
 
 def test_kv_cache_sampling_equals_sampling_without_cache(tiny_base):

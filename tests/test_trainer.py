@@ -14,6 +14,7 @@ from klrl.kl import kl_terms
 from klrl.objectives import aggregate
 from klrl.training import trainer as trainer_module
 from klrl.training.config import TrainConfig, load_config
+from klrl.training.sampling import HFSampler
 from klrl.training.scoring import completion_logits, token_logp
 from klrl.training.tracking import read_metrics
 from klrl.training.trainer import Trainer
@@ -258,3 +259,30 @@ def test_every_step_and_purpose_gets_its_own_sampling_seed():
              [(0, "rollout", 0), (0, "rollout", 1), (0, "rollout", 12), (1, "rollout", 0), (0, "eval")]}
     assert len({tuple(v) for v in draws.values()}) == len(draws)
     assert torch.rand(4, generator=_generator(0, "rollout", 1)).tolist() == draws[(0, "rollout", 1)]
+
+
+def test_the_sampler_is_synced_with_the_weights_it_samples_from(tiny_base, arith_data, tmp_path, parity_reward, monkeypatch):
+    """The contract a backend with its own weights (vllm) relies on: sync(model, version) hands over
+    the weights of optimizer step `version`: the lagged ones for rollouts, the current for evaluations."""
+    synced = []
+    monkeypatch.setattr(HFSampler, "sync", lambda self, model, version: synced.append((version, _weights(model))))
+    trainer = Trainer(_config(tiny_base, arith_data, async_lag=2, steps=4, kl="k3-loss", beta=0.1), tmp_path / "cell")
+    policy_at, train_step = {}, trainer._train_step
+
+    def recording_step():
+        policy_at[trainer.step] = _weights(trainer.policy)
+        return train_step()
+
+    trainer._train_step = recording_step
+    trainer.run()
+    policy_at[4] = _weights(trainer.policy)
+    # evaluation of θ0, rollouts of steps 0-3 from θ0, θ0, θ0, θ1 (lag 2), final evaluation of θ4
+    assert [version for version, _ in synced] == [0, 0, 0, 0, 1, 4]
+    for version, weights in synced:
+        assert all(torch.equal(weights[name], policy_at[version][name]) for name in weights)
+    assert not all(torch.equal(policy_at[1][name], policy_at[0][name]) for name in policy_at[0])
+
+
+def test_generation_backend_is_checked():
+    with pytest.raises(ValueError, match="bad value for 'generation_backend': 'sglang'"):
+        TrainConfig(base_model="m", train_data="t", eval_data="e", reward="arithmetic", generation_backend="sglang")

@@ -20,7 +20,7 @@ from klrl.grid import GRID_KEYS, cell_id, expand_grid, parse_cell_id
 from klrl.kl import STANDARD_NAMES
 from klrl.models import BASE_MODELS
 from klrl.tasks import TASKS
-from klrl.training.config import TrainConfig
+from klrl.training.config import GENERATION_BACKENDS, VLLM_DTYPES, TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_FILES = ("Snakefile", "workflow/rules", "workflow/schemas", "workflow/report", "config", "envs", "profiles", "paper_figures")
@@ -71,6 +71,8 @@ def test_the_schema_enums_are_the_codes_registries():
     assert schema["$defs"]["kl"]["enum"] == list(STANDARD_NAMES)
     assert schema["$defs"]["task"]["enum"] == list(TASKS)
     assert schema["$defs"]["model"]["enum"] == list(BASE_MODELS)
+    assert schema["$defs"]["train"]["properties"]["generation_backend"]["enum"] == list(GENERATION_BACKENDS)
+    assert schema["$defs"]["train"]["properties"]["vllm_dtype"]["enum"] == list(VLLM_DTYPES)
     train_keys = {field for field in TrainConfig.__dataclass_fields__ if field not in GRID_KEYS}
     assert set(schema["$defs"]["train"]["properties"]) == train_keys
 

@@ -99,8 +99,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-p", type=float, default=1.0, help="nucleus mass (the paper's: 1.0)")
     parser.add_argument("--max-new-tokens", type=int, default=32, help="completion length limit")
     parser.add_argument("--backend", choices=BACKENDS, default="hf", help="hf (CPU or GPU) or vllm (GPU)")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:0 ... (hf backend)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:0 ... (vllm: cpu means its CPU build, in float32)")
     parser.add_argument("--batch-size", type=int, default=64, help="generation batch (hf backend)")
+    parser.add_argument(
+        "--vllm-memory-fraction", type=float, default=0.85, help="GPU memory vLLM may take (vllm backend; on CPU builds: of RAM)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
     parser.add_argument("--limit", type=int, help="only the first N problems of each task")
     parser.add_argument("--threads", type=int, help="torch CPU threads")
@@ -144,6 +147,7 @@ def run(args: argparse.Namespace) -> None:
         batch_size=args.batch_size,
         seed=args.seed,
         limit=args.limit,
+        vllm_memory_fraction=args.vllm_memory_fraction,
     )
     record = {
         "model": args.model,

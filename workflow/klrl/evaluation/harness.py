@@ -73,10 +73,13 @@ def check_model(model: str) -> None:
             raise ValueError(f"model {model}: transformers cannot read its config ({error})") from None
 
 
-def _model_args(backend: str, model: str, device: str, seed: int) -> dict:
+def _model_args(backend: str, model: str, device: str, seed: int, vllm_memory_fraction: float) -> dict:
+    on_cpu = device == "cpu"
     if backend == "hf":
-        return {"pretrained": model, "device": device, "dtype": "float32" if device == "cpu" else "auto"}
-    return {"pretrained": model, "dtype": "auto", "seed": seed, "gpu_memory_utilization": 0.85}
+        return {"pretrained": model, "device": device, "dtype": "float32" if on_cpu else "auto"}
+    args = {"pretrained": model, "dtype": "float32" if on_cpu else "auto", "seed": seed, "gpu_memory_utilization": vllm_memory_fraction}
+    # vLLM's CPU build: no torch.compile warm-up (minutes on CPU for seconds of generation)
+    return args | ({"enforce_eager": True} if on_cpu else {})
 
 
 def evaluate(
@@ -90,6 +93,7 @@ def evaluate(
     batch_size: int = 64,
     seed: int = 0,
     limit: int | None = None,
+    vllm_memory_fraction: float = 0.85,
 ) -> tuple[dict, dict]:
     """lm-eval's results dict for `tasks` (klrl names), and the timing of each phase in seconds."""
     if backend not in BACKENDS:
@@ -112,7 +116,7 @@ def evaluate(
     mark = time.perf_counter()
     try:
         batching = {"batch_size": batch_size if backend == "hf" else "auto"}  # vLLM schedules its own batches
-        lm = get_model(backend).create_from_arg_obj(_model_args(backend, model, device, seed), batching)
+        lm = get_model(backend).create_from_arg_obj(_model_args(backend, model, device, seed, vllm_memory_fraction), batching)
     except (OSError, ValueError, RuntimeError) as error:
         raise ValueError(f"model {model}: the {backend} backend cannot load it ({error})") from error
     timing["model_load"] = time.perf_counter() - mark

@@ -15,6 +15,9 @@ import yaml
 from klrl.kl import KLConfig
 from klrl.objectives import ADVANTAGES, AGGREGATIONS
 
+GENERATION_BACKENDS = ("hf", "vllm")
+VLLM_DTYPES = ("float32", "bfloat16", "float16")
+
 
 def _help(text: str, default=dataclasses.MISSING, factory=dataclasses.MISSING):
     if factory is not dataclasses.MISSING:
@@ -50,6 +53,10 @@ class TrainConfig:
     max_new_tokens: int = _help("completion length limit", 8)
     temperature: float = _help("sampling temperature", 1.0)
     top_p: float = _help("nucleus sampling mass", 1.0)
+    generation_backend: str = _help(f"rollout generator, one of {GENERATION_BACKENDS}: hf samples with the learner's model, vllm with a colocated vLLM engine", "hf")
+    vllm_dtype: str = _help(f"dtype of the vLLM engine's weights, one of {VLLM_DTYPES}", "float32")
+    vllm_memory_fraction: float = _help("share of the GPU's memory the colocated vLLM engine may take", 0.3)
+    vllm_max_model_len: int | None = _help("vLLM's longest sequence, prompt + completion (None: the model's own)", None)
     # optimizer
     lr: float = _help("AdamW learning rate", 1e-4)
     weight_decay: float = _help("AdamW weight decay", 0.01)
@@ -83,6 +90,9 @@ class TrainConfig:
             "temperature": self.temperature > 0,
             "top_p": 0 < self.top_p <= 1,
             "device": self.device in ("cpu", "cuda"),
+            "generation_backend": self.generation_backend in GENERATION_BACKENDS,
+            "vllm_dtype": self.vllm_dtype in VLLM_DTYPES,
+            "vllm_memory_fraction": 0 < self.vllm_memory_fraction <= 1,
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:

@@ -2,7 +2,9 @@
 
 A backend turns prompts (token ids) into completions: `sample(model, prompts, generator)`
 returns a `Rollout` with left-padded prompts and right-padded completions. Sampling uses
-only the `torch.Generator` it is given, so a seed fully determines the rollout.
+only the `torch.Generator` it is given, so a seed fully determines the rollout. `sync(model,
+version)` comes first: a backend that holds its own copy of the weights (`vllm`, in
+klrl.training.vllm_backend) takes those of optimizer step `version` from the model.
 
 The `hf` backend runs its own KV-cache decoding loop (prefill once, then one token per step
 for every unfinished sequence) with temperature and top-p; on the tiny model it is faster
@@ -75,6 +77,9 @@ class HFSampler:
     temperature: float = 1.0
     top_p: float = 1.0
 
+    def sync(self, model, version: int) -> None:
+        """Nothing to do: this backend samples from the model object it is given."""
+
     @torch.no_grad()
     def sample(self, model, prompts: list[list[int]], generator: torch.Generator | None) -> Rollout:
         device = next(model.parameters()).device
@@ -103,10 +108,10 @@ class HFSampler:
             mask = torch.cat([mask, mask.new_ones(batch, 1)], dim=1)
             out = model(input_ids=token[:, None], attention_mask=mask, position_ids=positions + step, cache=cache)
         tokens = tokens[:, :length].cpu()
-        return Rollout(prompt_ids, prompt_mask, tokens, _completion_mask(tokens, self.eos_id))
+        return Rollout(prompt_ids, prompt_mask, tokens, completion_mask(tokens, self.eos_id))
 
 
-def _completion_mask(tokens: torch.Tensor, eos_id: int) -> torch.Tensor:
+def completion_mask(tokens: torch.Tensor, eos_id: int) -> torch.Tensor:
     """1 on every token up to and including the first EOS (all of them if there is none)."""
     after_eos = (tokens == eos_id).long().cumsum(-1) - (tokens == eos_id).long()
     return (after_eos == 0).long()

@@ -30,6 +30,7 @@ checkpoint, or does nothing when status.json says the cell is finished.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import math
 import time
@@ -90,9 +91,25 @@ class Trainer:
         self.eval_rows = read_split(Path(config.eval_data))[: config.eval_size]
         eos = self.tokenizer.eos_token_id
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
-        self.sampler = HFSampler(eos, pad, config.max_new_tokens, config.temperature, config.top_p)
+        self.sampler = self._make_sampler(eos, pad)
         self.history: deque[dict] = deque(maxlen=config.async_lag + 1)  # θ_{t−k} … θ_t
         self.step = 0
+
+    def _make_sampler(self, eos: int, pad: int):
+        """The rollout backend: `hf` samples with the learner's model, `vllm` with an engine of its own."""
+        config = self.config
+        if config.generation_backend == "hf":
+            return HFSampler(eos, pad, config.max_new_tokens, config.temperature, config.top_p)
+        from klrl.training.vllm_backend import VLLMEngine, VLLMSampler
+
+        engine = VLLMEngine(
+            config.base_model,
+            seed=config.seed,
+            dtype=config.vllm_dtype,
+            memory_fraction=config.vllm_memory_fraction,
+            max_model_len=config.vllm_max_model_len,
+        )
+        return VLLMSampler(engine, eos, pad, config.max_new_tokens, config.temperature, config.top_p)
 
     # ----------------------------------------------------------------- state
     def _weights(self) -> dict:
@@ -191,14 +208,15 @@ class Trainer:
 
     # ------------------------------------------------------------------ step
     def _rollout(self, rows: list[dict]) -> tuple[Rollout, list[dict]]:
-        actor = self.policy
+        actor, version = self.policy, self.step
         if self.behaviour is not None:
             self.history.append(self._weights())
             self.behaviour.load_state_dict(self.history[0])
-            actor = self.behaviour
+            actor, version = self.behaviour, max(0, self.step - self.config.async_lag)
         group = [row for row in rows for _ in range(self.config.group_size)]
         prompts = encode_prompts(self.tokenizer, [row["prompt"] for row in group])
         actor.eval()
+        self.sampler.sync(actor, version)
         rollout = self.sampler.sample(actor, prompts, _generator(self.config.seed, "rollout", self.step))
         return rollout, group
 
@@ -296,6 +314,7 @@ class Trainer:
     def _evaluate(self) -> float:
         """pass@1 of the current policy on the fixed held-out subset, at temperature 1."""
         self.policy.eval()
-        sampler = HFSampler(self.sampler.eos_id, self.sampler.pad_id, self.config.max_new_tokens)
+        sampler = dataclasses.replace(self.sampler, temperature=1.0, top_p=1.0)
+        sampler.sync(self.policy, self.step)
         generator = _generator(self.config.seed, "eval")
         return pass_at_1(self.policy, self.tokenizer, sampler, self.eval_rows, self.reward_fn, self.config.eval_samples, generator)
