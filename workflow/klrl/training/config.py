@@ -14,6 +14,7 @@ import yaml
 
 from klrl.kl import KLConfig
 from klrl.objectives import ADVANTAGES, AGGREGATIONS
+from klrl.training.distributed import PRECISIONS
 
 
 def _help(text: str, default=dataclasses.MISSING, factory=dataclasses.MISSING):
@@ -66,7 +67,13 @@ class TrainConfig:
     collapse_window: int = _help("steps averaged by the collapse detector (0: off)", 20)
     collapse_ratio: float = _help("collapse: windowed accuracy below this fraction of the first window's", 0.2)
     threads: int | None = _help("torch CPU threads (None: torch's default)", None)
-    device: str = _help("cpu or cuda", "cpu")
+    device: str = _help("cpu or cuda (under torchrun, process r uses cuda:LOCAL_RANK)", "cpu")
+    # memory (multi-GPU runs: klrl.training.distributed)
+    mixed_precision: str = _help(
+        f"one of {PRECISIONS}: bf16 computes in bfloat16 through FSDP, float32 master weights and gradient reduction", "none"
+    )
+    activation_checkpointing: bool = _help("recompute each decoder layer's activations in the backward pass", False)
+    reference_offload: bool = _help("under FSDP, keep the reference model's shards in CPU memory between uses", False)
 
     def __post_init__(self) -> None:
         self.adam_betas = tuple(self.adam_betas)
@@ -83,6 +90,9 @@ class TrainConfig:
             "temperature": self.temperature > 0,
             "top_p": 0 < self.top_p <= 1,
             "device": self.device in ("cpu", "cuda"),
+            "mixed_precision": self.mixed_precision in PRECISIONS,
+            "activation_checkpointing": isinstance(self.activation_checkpointing, bool),
+            "reference_offload": isinstance(self.reference_offload, bool),
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:

@@ -6,11 +6,14 @@ only the `torch.Generator` it is given, so a seed fully determines the rollout.
 
 The `hf` backend runs its own KV-cache decoding loop (prefill once, then one token per step
 for every unfinished sequence) with temperature and top-p; on the tiny model it is faster
-than `model.generate`, and it takes the generator that `generate` does not.
+than `model.generate`, and it takes the generator that `generate` does not. Its `sync` hook sees
+each step's sampled tokens: processes that sample the same batch in lockstep (FSDP) pass a
+broadcast from rank 0, so that no floating-point difference between them can split them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -74,6 +77,7 @@ class HFSampler:
     max_new_tokens: int
     temperature: float = 1.0
     top_p: float = 1.0
+    sync: Callable[[torch.Tensor], torch.Tensor] | None = None  # applied to each step's sampled tokens
 
     @torch.no_grad()
     def sample(self, model, prompts: list[list[int]], generator: torch.Generator | None) -> Rollout:
@@ -94,6 +98,8 @@ class HFSampler:
             else:
                 probs = next_token_distribution(logits, self.temperature, self.top_p)
                 token = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(-1).to(device)
+            if self.sync is not None:
+                token = self.sync(token)
             token = token.masked_fill(done, self.pad_id)
             tokens[:, step] = token
             done |= token == self.eos_id
