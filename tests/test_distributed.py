@@ -18,7 +18,7 @@ from klrl.training.tracking import read_metrics
 
 PARITY_CLI = Path(__file__).with_name("parity_klrl.py")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-COMPARED = ("loss/total", "loss/kl", "loss/policy", "kl/k1", "kl/k2", "kl/k3", "optim/grad_norm", "rollout/reward_mean")
+COMPARED = ("loss/total", "loss/kl", "loss/policy", "kl/k1", "kl/k2", "kl/k3", "optim/grad_norm", "rollout/reward_mean", "eval/pass@1")
 
 
 def _settings(tiny_base, arith_data, **overrides) -> dict:
@@ -72,15 +72,13 @@ def _close(a: float, b: float, rel: float, atol: float = 1e-6) -> bool:
     return abs(a - b) <= rel * max(abs(a), abs(b)) + atol
 
 
-def _assert_same_metrics(single: Path, pair: Path, rel: float, keys=COMPARED) -> None:
+def _assert_same_metrics(single: Path, pair: Path, rel: float, keys=COMPARED, atol: float = 1e-6) -> None:
     ours, theirs = read_metrics(single / "metrics.jsonl"), read_metrics(pair / "metrics.jsonl")
     assert [r["step"] for r in ours] == [r["step"] for r in theirs]
     for one, two in zip(ours, theirs):
         for key in keys:
             if key in one:
-                assert _close(one[key], two[key], rel), (one["step"], key, one[key], two[key])
-        if "eval/pass@1" in one:
-            assert one["eval/pass@1"] == two["eval/pass@1"]
+                assert _close(one[key], two[key], rel, atol), (one["step"], key, one[key], two[key])
 
 
 def _assert_same_weights(single: Path, pair: Path, atol: float) -> None:
@@ -159,8 +157,12 @@ def test_bf16_keeps_float32_master_weights(tiny_base, arith_data, tmp_path):
     _train(fp32, settings, TORCHRUN, ["-m", "klrl"])
     bf16 = tmp_path / "bf16"
     _train(bf16, settings | {"mixed_precision": "bf16"}, TORCHRUN, ["-m", "klrl"])
-    _assert_same_metrics(fp32 / "train", bf16 / "train", rel=5e-2, keys=("loss/total", "loss/kl", "kl/k1"))
-    assert all(r.get("loss/kl", 1.0) != 0.0 for r in read_metrics(bf16 / "train" / "metrics.jsonl") if "loss/kl" in r)
+    # the exact KL, the entropy and the gradient norm within 2%; the sampled k1 (a sum of
+    # log-prob differences near 0, here ~0.01) within 2e-3
+    exact = ("exact/reverse_kl_seq", "exact/entropy_token", "optim/grad_norm")
+    _assert_same_metrics(fp32 / "train", bf16 / "train", rel=2e-2, keys=exact)
+    _assert_same_metrics(fp32 / "train", bf16 / "train", rel=0.0, keys=("loss/total", "loss/kl", "kl/k1"), atol=2e-3)
+    assert read_metrics(bf16 / "train" / "metrics.jsonl")[1]["loss/kl"] > 0  # step 1: πθ has left πref
     weights = load_file(bf16 / "train" / "final" / "model.safetensors")
     assert {tensor.dtype for tensor in weights.values()} == {torch.float32}
     assert not all(torch.equal(weights[name], load_file(fp32 / "train" / "final" / "model.safetensors")[name]) for name in weights)

@@ -152,6 +152,34 @@ def test_the_paper_config_dry_runs_to_its_grid(tmp_path):
     assert "gpu=8" in result.stdout and "gpu=4" in result.stdout
 
 
+def _train_commands(output: str) -> list[str]:
+    """How each train job's shell command (one line in `snakemake -n -p` output) starts `klrl train`."""
+    return [line.strip().partition(" train ")[0] for line in output.splitlines() if " klrl train " in line]
+
+
+def test_a_batch_that_gpus_cannot_share_is_a_grid_error():
+    config = _config("paper")
+    config["train"]["prompts_per_step"] = 250
+    with pytest.raises(ValueError, match="group 'on-policy': prompts_per_step 250 is not a multiple of the 8 GPUs"):
+        expand_grid(config)
+
+
+def test_multi_gpu_cells_train_under_torchrun(tmp_path):
+    folder = _copy_workflow(tmp_path)
+    paper = _snakemake(folder, "-n", "-p", "--configfile", "config/paper.yaml")
+    assert paper.returncode == 0, paper.stderr[-3000:]
+    commands = _train_commands(paper.stdout)
+    cells = expand_grid(_config("paper"))
+    assert len(commands) == len(cells)
+    four = sum(cell.model == "qwen3-4b-instruct" for cell in cells.values())
+    assert commands.count("torchrun --standalone --nproc_per_node 8 -m klrl") == len(cells) - four
+    assert commands.count("torchrun --standalone --nproc_per_node 4 -m klrl") == four > 0
+    test = _snakemake(folder, "-n", "-p", "--configfile", "config/test.yaml")
+    assert test.returncode == 0, test.stderr[-3000:]
+    commands = _train_commands(test.stdout)
+    assert commands and set(commands) == {"python -m klrl"}
+
+
 def test_the_workflow_lints_clean(tmp_path):
     folder = _copy_workflow(tmp_path)
     result = _snakemake(folder, "--lint", "--configfile", "config/test.yaml")
