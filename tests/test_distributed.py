@@ -56,11 +56,11 @@ def _train(folder: Path, settings: dict, launcher: list[str], cli: list[str]) ->
     return time.monotonic() - start
 
 
-def _single_and_pair(tmp_path, settings, cli=(str(PARITY_CLI),)) -> tuple[Path, Path]:
+def _single_and_pair(tmp_path, settings, pair_settings=None) -> tuple[Path, Path]:
     single, pair = tmp_path / "single", tmp_path / "pair"
     seconds = {
-        "single": _train(single, settings, [sys.executable], list(cli)),
-        "torchrun": _train(pair, settings, TORCHRUN, list(cli)),
+        "single": _train(single, settings, [sys.executable], [str(PARITY_CLI)]),
+        "torchrun": _train(pair, settings | (pair_settings or {}), TORCHRUN, [str(PARITY_CLI)]),
     }
     print(f"wall times: {seconds}")
     return single / "train", pair / "train"
@@ -107,14 +107,16 @@ def test_local_rows_split_whole_groups_in_rank_order():
 
 
 def test_two_processes_train_like_one_on_policy(tiny_base, arith_data, tmp_path):
+    """Activation checkpointing and the offloaded reference change where things are computed
+    and kept, not what: the two processes use both, the single one neither."""
     settings = _settings(tiny_base, arith_data, kl="k3-loss", beta=0.5)
-    single, pair = _single_and_pair(tmp_path, settings)
+    single, pair = _single_and_pair(tmp_path, settings, {"activation_checkpointing": True, "reference_offload": True})
     _assert_same_metrics(single, pair, rel=1e-4)
     assert any(r.get("loss/kl", 0) > 0 for r in read_metrics(pair / "metrics.jsonl"))
     assert any(r.get("rollout/advantage_abs_mean", 0) > 0 for r in read_metrics(pair / "metrics.jsonl"))
     _assert_same_weights(single, pair, atol=1e-5)
     _assert_a_plain_model_folder(pair)
-    assert (pair / "config.yaml").exists() and not (single / "final" / "model.safetensors").samefile(pair / "final" / "model.safetensors")
+    assert yaml.safe_load((pair / "config.yaml").read_text())["activation_checkpointing"] is True
 
 
 def test_two_processes_train_like_one_off_policy(tiny_base, arith_data, tmp_path):
@@ -166,3 +168,17 @@ def test_bf16_keeps_float32_master_weights(tiny_base, arith_data, tmp_path):
     weights = load_file(bf16 / "train" / "final" / "model.safetensors")
     assert {tensor.dtype for tensor in weights.values()} == {torch.float32}
     assert not all(torch.equal(weights[name], load_file(fp32 / "train" / "final" / "model.safetensors")[name]) for name in weights)
+
+
+def test_the_gpu_check_fails_cleanly_without_cuda_and_runs_on_cpus(tmp_path, repo_root):
+    script = repo_root / "benchmarks" / "gpu_check.sh"
+    env = os.environ | {"PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
+    if not torch.cuda.is_available():
+        result = subprocess.run([str(script)], capture_output=True, text=True, env=env, check=False)
+        assert result.returncode == 2 and "no CUDA device visible to torch" in result.stderr
+    args = ["--device", "cpu", "--gpus", "2", "--steps", "2", "--prompts", "4", "--group-size", "2", "--max-new-tokens", "4"]
+    result = subprocess.run(
+        [str(script), *args, "--threads", "1", "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "step time (median)" in result.stdout and "generated tokens / s" in result.stdout

@@ -304,6 +304,8 @@ class Trainer:
         else:
             anchor = mu_logp if mu_logp is not None else logp
             losses = self._updates(rollout, ref_logp, anchor, adv, timings)
+        if self.device.type == "cuda":  # GiB, peak so far; the maximum over processes
+            record["memory/allocated_gib_max"] = torch.cuda.max_memory_allocated(self.device) / 2**30
         return record | losses | timings
 
     def _policy_term(self, logp, anchor, adv, mask) -> torch.Tensor:
