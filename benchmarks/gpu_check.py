@@ -21,7 +21,6 @@ import sys
 from pathlib import Path
 
 import yaml
-
 from klrl.models.tiny import TinyConfig, pretrain_tiny
 from klrl.tasks.data import prepare
 from klrl.training.tracking import read_metrics

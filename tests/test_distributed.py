@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from safetensors.torch import load_file
-
 from klrl.training.distributed import local_rows
 from klrl.training.tracking import read_metrics
+from safetensors.torch import load_file
 
 PARITY_CLI = Path(__file__).with_name("parity_klrl.py")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
