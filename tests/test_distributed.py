@@ -121,7 +121,7 @@ def test_two_processes_train_like_one_on_policy(tiny_base, arith_data, tmp_path)
 def test_two_processes_train_like_one_off_policy(tiny_base, arith_data, tmp_path):
     settings = _settings(
         tiny_base, arith_data, kl="k1-loss", beta=0.1, async_lag=2, steps=4, advantage="group-mean",
-        ratio_clamp=8.0, kl_value_clamp=10.0, checkpoint_every=2,
+        ratio_clamp=8.0, kl_value_clamp=10.0, checkpoint_every=2, loss_aggregation="token-mean",
     )
     single, pair = _single_and_pair(tmp_path, settings)
     _assert_same_metrics(single, pair, rel=1e-4, keys=(*COMPARED, "is/ratio_mean", "is/ratio_max"))
@@ -181,3 +181,11 @@ def test_the_gpu_check_fails_cleanly_without_cuda_and_runs_on_cpus(tmp_path, rep
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert "step time (median)" in result.stdout and "generated tokens / s" in result.stdout
+
+
+def test_a_batch_the_processes_cannot_share_is_an_error(tiny_base, arith_data, tmp_path):
+    (tmp_path / "cell.yaml").write_text(yaml.safe_dump(_settings(tiny_base, arith_data, reward="arithmetic", prompts_per_step=3)))
+    command = [*TORCHRUN, "-m", "klrl", "train", "--config", str(tmp_path / "cell.yaml"), "--out", str(tmp_path / "train")]
+    result = subprocess.run(command, capture_output=True, text=True, env=os.environ | {"OMP_NUM_THREADS": "1"}, timeout=300, check=False)
+    assert result.returncode != 0
+    assert "prompts_per_step=3 must be a multiple of the 2 processes" in result.stdout + result.stderr, result.stderr[-3000:]
