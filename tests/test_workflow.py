@@ -21,6 +21,7 @@ from klrl.kl import STANDARD_NAMES
 from klrl.models import BASE_MODELS
 from klrl.tasks import TASKS
 from klrl.training.config import TrainConfig
+from klrl.training.distributed import PRECISIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_FILES = ("Snakefile", "workflow/rules", "workflow/schemas", "workflow/report", "config", "envs", "profiles", "paper_figures")
@@ -73,6 +74,7 @@ def test_the_schema_enums_are_the_codes_registries():
     assert schema["$defs"]["model"]["enum"] == list(BASE_MODELS)
     train_keys = {field for field in TrainConfig.__dataclass_fields__ if field not in GRID_KEYS}
     assert set(schema["$defs"]["train"]["properties"]) == train_keys
+    assert schema["$defs"]["train"]["properties"]["mixed_precision"]["enum"] == list(PRECISIONS)
 
 
 def test_the_default_grid_measures_every_claim():
