@@ -169,7 +169,7 @@ def test_collapse_detector_stops_a_collapsing_cell(tiny_base, arith_data, tmp_pa
 def test_config_errors_name_the_key(tmp_path):
     path = tmp_path / "cell.yaml"
     path.write_text("base_model: x\ntrain_data: y\neval_data: z\nreward: arithmetic\nbta: 0.1\n")
-    with pytest.raises(ValueError, match="unknown key 'bta'; known keys: adam_betas"):
+    with pytest.raises(ValueError, match="unknown key 'bta'; known keys: activation_checkpointing, adam_betas"):
         load_config(path)
     path.write_text("base_model: x\ntrain_data: y\neval_data: z\nreward: arithmetic\n")
     with pytest.raises(ValueError, match="bad value for 'advantage': 'grpo'"):

@@ -20,7 +20,7 @@ from klrl.grid import GRID_KEYS, cell_id, expand_grid, parse_cell_id
 from klrl.kl import STANDARD_NAMES
 from klrl.models import BASE_MODELS
 from klrl.tasks import TASKS
-from klrl.training.config import GENERATION_BACKENDS, VLLM_DTYPES, TrainConfig
+from klrl.training.config import GENERATION_BACKENDS, PRECISIONS, VLLM_DTYPES, TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_FILES = ("Snakefile", "workflow/rules", "workflow/schemas", "workflow/report", "config", "envs", "profiles", "paper_figures")
@@ -75,6 +75,7 @@ def test_the_schema_enums_are_the_codes_registries():
     assert schema["$defs"]["train"]["properties"]["vllm_dtype"]["enum"] == list(VLLM_DTYPES)
     train_keys = {field for field in TrainConfig.__dataclass_fields__ if field not in GRID_KEYS}
     assert set(schema["$defs"]["train"]["properties"]) == train_keys
+    assert schema["$defs"]["train"]["properties"]["mixed_precision"]["enum"] == list(PRECISIONS)
 
 
 def test_the_default_grid_measures_every_claim():
@@ -152,6 +153,34 @@ def test_the_paper_config_dry_runs_to_its_grid(tmp_path):
     assert counts["figure"] == 8
     assert counts["total"] == 2 * len(cells) + 3 + 5 + 8 + 5  # + track_grid, toy_bias, aggregate, track_figures, all
     assert "gpu=8" in result.stdout and "gpu=4" in result.stdout
+
+
+def _train_commands(output: str) -> list[str]:
+    """How each train job's shell command (one line in `snakemake -n -p` output) starts `klrl train`."""
+    return [line.strip().partition(" train ")[0] for line in output.splitlines() if " klrl train " in line]
+
+
+def test_a_batch_that_gpus_cannot_share_is_a_grid_error():
+    config = _config("paper")
+    config["train"]["prompts_per_step"] = 250
+    with pytest.raises(ValueError, match="group 'on-policy': prompts_per_step 250 is not a multiple of the 8 GPUs"):
+        expand_grid(config)
+
+
+def test_multi_gpu_cells_train_under_torchrun(tmp_path):
+    folder = _copy_workflow(tmp_path)
+    paper = _snakemake(folder, "-n", "-p", "--configfile", "config/paper.yaml")
+    assert paper.returncode == 0, paper.stderr[-3000:]
+    commands = _train_commands(paper.stdout)
+    cells = expand_grid(_config("paper"))
+    assert len(commands) == len(cells)
+    four = sum(cell.model == "qwen3-4b-instruct" for cell in cells.values())
+    assert commands.count("torchrun --standalone --nproc_per_node 8 -m klrl") == len(cells) - four
+    assert commands.count("torchrun --standalone --nproc_per_node 4 -m klrl") == four > 0
+    test = _snakemake(folder, "-n", "-p", "--configfile", "config/test.yaml")
+    assert test.returncode == 0, test.stderr[-3000:]
+    commands = _train_commands(test.stdout)
+    assert commands and set(commands) == {"python -m klrl"}
 
 
 def test_the_workflow_lints_clean(tmp_path):

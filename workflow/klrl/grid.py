@@ -75,6 +75,18 @@ def job_resources(config: dict, model: str) -> dict:
     return JOB_DEFAULTS | config.get("jobs", {}) | config.get("models", {}).get(model, {}).get("jobs", {})
 
 
+def train_launcher(gpus: int) -> str:
+    """The command that starts `klrl train` on a job with `gpus` GPUs: torchrun with one process
+    per GPU (FSDP data parallelism, klrl.training.distributed) when there are several.
+
+    >>> train_launcher(8)
+    'torchrun --standalone --nproc_per_node 8 -m klrl'
+    >>> train_launcher(1), train_launcher(0)
+    ('python -m klrl', 'python -m klrl')
+    """
+    return f"torchrun --standalone --nproc_per_node {gpus} -m klrl" if gpus > 1 else "python -m klrl"
+
+
 @dataclass(frozen=True)
 class Cell:
     id: str
@@ -115,6 +127,9 @@ def _train_settings(config: dict, group: dict, model: str, kl: str, beta: float,
         "threads": resources["threads"],
         "device": "cuda" if resources["gpus"] else "cpu",
     }
+    prompts = settings.get("prompts_per_step", TrainConfig.prompts_per_step)
+    if resources["gpus"] > 1 and prompts % resources["gpus"]:
+        raise ValueError(f"group {group['name']!r}: prompts_per_step {prompts} is not a multiple of the {resources['gpus']} GPUs of a {model} job")
     if policy == "on":
         settings["async_lag"] = 0
     elif settings.get("async_lag", 0) < 1:

@@ -1,5 +1,6 @@
 # One job per cell: RL training from the base model; the cell's folder holds metrics.jsonl,
-# status.json (completed or diverged), config.yaml and final/ (the trained model).
+# status.json (completed or diverged), config.yaml and final/ (the trained model). A job with
+# several GPUs runs one process per GPU under torchrun (FSDP data parallelism).
 
 
 rule train:
@@ -11,6 +12,7 @@ rule train:
         "results/cells/{cell}/train/status.json",
     params:
         settings=lambda wildcards: train_settings(wildcards.cell),
+        launcher=lambda wildcards: train_launcher(job_resources(config, CELLS[wildcards.cell].model)["gpus"]),
     threads: lambda wildcards: job_resources(config, CELLS[wildcards.cell].model)["threads"]
     resources:
         mem_mb=lambda wildcards: job_resources(config, CELLS[wildcards.cell].model)["mem_mb"],
@@ -24,7 +26,7 @@ rule train:
         "../../envs/klrl.yaml"
     shell:
         """
-        python -m klrl train \
+        {params.launcher} train \
             --out results/cells/{wildcards.cell}/train \
             --mlflow-runs {input.runs} \
             --mlflow-key {wildcards.cell} \

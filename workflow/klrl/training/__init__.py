@@ -1,1 +1,2 @@
-"""RL training of one cell: configuration, rollouts, scoring, the loop, checkpoints, metrics."""
+"""RL training of one cell: configuration, rollouts, scoring, the loop, checkpoints, metrics, and
+data-parallel processes (FSDP under torchrun)."""

@@ -1,4 +1,7 @@
-"""`klrl train`: one cell, from a YAML config and optional key=value overrides."""
+"""`klrl train`: one cell, from a YAML config and optional key=value overrides.
+
+Run it with `python -m klrl train`, or with `torchrun --nproc_per_node W -m klrl train` for
+W data-parallel processes (klrl.training.distributed)."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    from klrl.training import distributed
     from klrl.training.trainer import Trainer
 
     config = load_config(args.config, args.overrides)
@@ -24,5 +28,10 @@ def run(args: argparse.Namespace) -> None:
     if status_file.exists():
         print(f"{args.out}: already finished ({status_file.read_text().strip()}); nothing to do")
         return
-    status = Trainer(config, args.out, tracker_from_args(args)).run()
-    print(f"{args.out}: {status}")
+    try:
+        trainer = Trainer(config, args.out, tracker_from_args(args))
+        status = trainer.run()
+    finally:
+        distributed.teardown()
+    if trainer.procs.is_main:
+        print(f"{args.out}: {status}")

@@ -16,6 +16,7 @@ from klrl.kl import KLConfig
 from klrl.objectives import ADVANTAGES, AGGREGATIONS
 
 GENERATION_BACKENDS = ("hf", "vllm")
+PRECISIONS = ("none", "bf16")  # bf16: bfloat16 compute over float32 master weights (FSDP)
 VLLM_DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -73,7 +74,13 @@ class TrainConfig:
     collapse_window: int = _help("steps averaged by the collapse detector (0: off)", 20)
     collapse_ratio: float = _help("collapse: windowed accuracy below this fraction of the first window's", 0.2)
     threads: int | None = _help("torch CPU threads (None: torch's default)", None)
-    device: str = _help("cpu or cuda", "cpu")
+    device: str = _help("cpu or cuda (under torchrun, process r uses cuda:LOCAL_RANK)", "cpu")
+    # memory (multi-GPU runs: klrl.training.distributed)
+    mixed_precision: str = _help(
+        f"one of {PRECISIONS}: bf16 computes in bfloat16 through FSDP, float32 master weights and gradient reduction", "none"
+    )
+    activation_checkpointing: bool = _help("recompute each decoder layer's activations in the backward pass", False)
+    reference_offload: bool = _help("under FSDP, keep the reference model's shards in CPU memory between uses", False)
 
     def __post_init__(self) -> None:
         self.adam_betas = tuple(self.adam_betas)
@@ -93,6 +100,9 @@ class TrainConfig:
             "generation_backend": self.generation_backend in GENERATION_BACKENDS,
             "vllm_dtype": self.vllm_dtype in VLLM_DTYPES,
             "vllm_memory_fraction": 0 < self.vllm_memory_fraction <= 1,
+            "mixed_precision": self.mixed_precision in PRECISIONS,
+            "activation_checkpointing": isinstance(self.activation_checkpointing, bool),
+            "reference_offload": isinstance(self.reference_offload, bool),
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:

@@ -1,18 +1,22 @@
 """Rollout generation behind a small interface; `hf` is the transformers backend.
 
-A backend turns prompts (token ids) into completions: `sample(model, prompts, generator)`
-returns a `Rollout` with left-padded prompts and right-padded completions. Sampling uses
+A backend turns prompts (token ids) into completions: `sample(model, prompts, generator, rows)`
+returns a `Rollout` of the prompts in `rows` (this process's share; all by default) with
+left-padded prompts and right-padded completions, the same whatever the share. Sampling uses
 only the `torch.Generator` it is given, so a seed fully determines the rollout. `sync(model,
 version)` comes first: a backend that holds its own copy of the weights (`vllm`, in
 klrl.training.vllm_backend) takes those of optimizer step `version` from the model.
 
 The `hf` backend runs its own KV-cache decoding loop (prefill once, then one token per step
 for every unfinished sequence) with temperature and top-p; on the tiny model it is faster
-than `model.generate`, and it takes the generator that `generate` does not.
+than `model.generate`, and it takes the generator that `generate` does not. Its `broadcast` hook sees
+each step's sampled tokens: processes that sample the same batch in lockstep (FSDP) pass a
+broadcast from rank 0, so that no floating-point difference between them can split them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -76,12 +80,14 @@ class HFSampler:
     max_new_tokens: int
     temperature: float = 1.0
     top_p: float = 1.0
+    broadcast: Callable[[torch.Tensor], torch.Tensor] | None = None  # applied to each step's sampled tokens
 
     def sync(self, model, version: int) -> None:
         """Nothing to do: this backend samples from the model object it is given."""
 
     @torch.no_grad()
-    def sample(self, model, prompts: list[list[int]], generator: torch.Generator | None) -> Rollout:
+    def sample(self, model, prompts: list[list[int]], generator: torch.Generator | None, rows: slice = slice(None)) -> Rollout:
+        """Completions of every prompt (processes in lockstep sample them all); the rollout of `rows`."""
         device = next(model.parameters()).device
         prompt_ids, prompt_mask = left_pad(prompts, self.pad_id)
         ids, mask = prompt_ids.to(device), prompt_mask.to(device)
@@ -99,6 +105,8 @@ class HFSampler:
             else:
                 probs = next_token_distribution(logits, self.temperature, self.top_p)
                 token = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(-1).to(device)
+            if self.broadcast is not None:
+                token = self.broadcast(token)
             token = token.masked_fill(done, self.pad_id)
             tokens[:, step] = token
             done |= token == self.eos_id
@@ -108,7 +116,7 @@ class HFSampler:
             mask = torch.cat([mask, mask.new_ones(batch, 1)], dim=1)
             out = model(input_ids=token[:, None], attention_mask=mask, position_ids=positions + step, cache=cache)
         tokens = tokens[:, :length].cpu()
-        return Rollout(prompt_ids, prompt_mask, tokens, completion_mask(tokens, self.eos_id))
+        return Rollout(prompt_ids, prompt_mask, tokens, completion_mask(tokens, self.eos_id)).apply(lambda tensor: tensor[rows])
 
 
 def completion_mask(tokens: torch.Tensor, eos_id: int) -> torch.Tensor:

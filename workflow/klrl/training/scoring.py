@@ -13,10 +13,11 @@ import torch
 from klrl.training.sampling import Rollout, position_ids
 
 
-def completion_logits(model, rollout: Rollout, temperature: float = 1.0) -> torch.Tensor:
+def completion_logits(model, rollout: Rollout, temperature: float = 1.0, device: torch.device | None = None) -> torch.Tensor:
     """(B, L, V) float32 logits predicting completion token t from everything before it,
-    on the model's device."""
-    device = next(model.parameters()).device
+    on `device`: where the model computes, by default its parameters' device (a model whose
+    FSDP shards are offloaded to the CPU computes elsewhere)."""
+    device = device or next(model.parameters()).device
     mask = rollout.attention_mask.to(device)
     out = model(input_ids=rollout.input_ids.to(device), attention_mask=mask, position_ids=position_ids(mask))
     prompt_len = rollout.prompt_ids.shape[1]

