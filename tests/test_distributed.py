@@ -123,7 +123,7 @@ def test_two_processes_train_like_one_off_policy(tiny_base, arith_data, tmp_path
         tiny_base, arith_data, kl="k1-loss", beta=0.1, async_lag=2, steps=4, advantage="group-mean",
         ratio_clamp=8.0, kl_value_clamp=10.0, checkpoint_every=2, loss_aggregation="token-mean",
     )
-    single, pair = _single_and_pair(tmp_path, settings)
+    single, pair = _single_and_pair(tmp_path, settings, {"micro_batch_size": 3})  # and gradient accumulation
     _assert_same_metrics(single, pair, rel=1e-4, keys=(*COMPARED, "is/ratio_mean", "is/ratio_max"))
     assert any(r.get("is/ratio_max", 1.0) != 1.0 for r in read_metrics(pair / "metrics.jsonl"))  # μ ≠ πθ
     _assert_same_weights(single, pair, atol=1e-5)

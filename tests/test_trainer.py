@@ -286,3 +286,27 @@ def test_the_sampler_is_synced_with_the_weights_it_samples_from(tiny_base, arith
 def test_generation_backend_is_checked():
     with pytest.raises(ValueError, match="bad value for 'generation_backend': 'sglang'"):
         TrainConfig(base_model="m", train_data="t", eval_data="e", reward="arithmetic", generation_backend="sglang")
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{"kl": "k3-loss", "beta": 0.1}, {"kl": "k1-reward", "beta": 0.1, "async_lag": 1, "loss_aggregation": "token-mean"}],
+)
+def test_micro_batches_take_the_whole_batch_step(tiny_base, arith_data, tmp_path, parity_reward, settings):
+    """Gradient accumulation over micro-batches of 3 rows (the last one shorter) equals one pass."""
+    runs = {}
+    for micro in (None, 3):
+        trainer = Trainer(_config(tiny_base, arith_data, steps=3, micro_batch_size=micro, **settings), tmp_path / str(micro))
+        trainer.run()
+        runs[micro] = (_strip_times(read_metrics(tmp_path / str(micro) / "metrics.jsonl")), _weights(trainer.policy))
+    (whole, whole_weights), (chunked, chunked_weights) = runs[None], runs[3]
+    for a, b in zip(whole, chunked, strict=True):
+        assert a.keys() == b.keys()
+        assert all(b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-6) for key in a), a["step"]
+    gap = max((whole_weights[name] - chunked_weights[name]).abs().max().item() for name in whole_weights)
+    assert gap < 1e-5, gap  # float32 rounding through AdamW; each step moves weights by ~lr = 1e-2
+
+
+def test_micro_batches_need_a_single_update_per_batch():
+    with pytest.raises(ValueError, match="bad value for 'micro_batch_size': 2"):
+        TrainConfig(base_model="m", train_data="t", eval_data="e", reward="arithmetic", micro_batch_size=2, minibatches=2)

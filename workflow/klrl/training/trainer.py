@@ -53,7 +53,7 @@ from tqdm import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from klrl.kl import kl_terms
-from klrl.objectives import advantages, aggregate, policy_loss_tokens, ppo_loss_tokens
+from klrl.objectives import advantages, policy_loss_tokens, ppo_loss_tokens
 from klrl.rewards import get_reward
 from klrl.schedule import lr_factor
 from klrl.tasks.data import read_split
@@ -75,6 +75,22 @@ def _generator(*keys: object) -> torch.Generator:
     """A CPU generator seeded from the keys (e.g. seed and step), the same in every process."""
     digest = hashlib.sha256("/".join(map(str, keys)).encode()).digest()
     return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") >> 1)
+
+
+def _cat(parts: list[torch.Tensor | None]) -> torch.Tensor | None:
+    """Row-wise concatenation of per-chunk tensors (None stays None: no μ on-policy)."""
+    return None if parts[0] is None else torch.cat(parts)
+
+
+def _mean_stats(parts: list[dict], masks: list[torch.Tensor]) -> dict:
+    """Per-chunk distribution statistics combined into the batch's: token means weighted by
+    the chunks' token counts, sequence means by their rows."""
+    weights = {"token": [mask.sum().item() for mask in masks], "seq": [mask.shape[0] for mask in masks]}
+    combined = {}
+    for key in parts[0]:
+        chunk_weights = weights["token" if key.endswith("_token") else "seq"]
+        combined[key] = sum(w * part[key] for w, part in zip(chunk_weights, parts)) / max(sum(chunk_weights), 1)
+    return combined
 
 
 class Trainer:
@@ -286,20 +302,16 @@ class Trainer:
         start = time.perf_counter()
         rollout = rollout.apply(lambda tensor: tensor.to(self.device))
         mask = rollout.completion_mask.float()
-        tokens = rollout.completion_ids
-        with torch.no_grad():
-            ref_logits = completion_logits(self.reference, rollout, config.temperature, self.device)
-            ref_logp = token_logp(ref_logits, tokens)
-            mu_logp = None
-            if self.behaviour is not None:
-                mu_logp = token_logp(completion_logits(self.behaviour, rollout, config.temperature, self.device), tokens)
         self.policy.train()
         n_updates = config.ppo_epochs * config.minibatches
-        grad = torch.enable_grad() if n_updates == 1 else torch.no_grad()
-        with grad:
-            logits = completion_logits(self.policy, rollout, config.temperature, self.device)
-            logp = token_logp(logits, tokens)
-            terms = kl_terms(self.kl, logp, ref_logp, mask, behaviour_logp=mu_logp)
+        chunks = self._chunks(mask.shape[0])
+        if len(chunks) == 1:
+            logp, ref_logp, mu_logp, exact = self._score(rollout, grad=n_updates == 1)
+        else:  # micro-batches: scores without gradient here, the gradient chunk by chunk in the update
+            scored = [self._score(rollout.apply(lambda tensor: tensor[rows]), grad=False) for rows in chunks]
+            logp, ref_logp, mu_logp = (_cat([part[i] for part in scored]) for i in range(3))
+            exact = _mean_stats([part[3] for part in scored], [mask[rows] for rows in chunks])
+        terms = kl_terms(self.kl, logp, ref_logp, mask, behaviour_logp=mu_logp)
         adv = advantages(rewards.to(self.device) - terms.reward_penalty.float(), config.group_size, config.advantage)
         record = {
             "step": self.step,
@@ -308,7 +320,7 @@ class Trainer:
             "rollout/response_length": mask.sum(-1).mean().item(),
             "rollout/advantage_abs_mean": adv.abs().mean().item(),
             **terms.stats,
-            **distribution_stats(logits, ref_logits, mask),
+            **exact,
             "optim/lr": self.scheduler.get_last_lr()[0],
         }
         if mu_logp is not None:
@@ -318,14 +330,55 @@ class Trainer:
             record["is/clamped_frac"] = (ratio > config.ratio_clamp).float().mean().item() if config.ratio_clamp else 0.0
         timings["time/score"] = time.perf_counter() - start
 
-        if n_updates == 1:
+        if n_updates == 1 and len(chunks) == 1:
             losses = self._update(logp, terms.loss_tokens, mu_logp, adv, mask, timings)
+        elif n_updates == 1:
+            losses = self._update_in_chunks(rollout, chunks, ref_logp, mu_logp, adv, timings)
         else:
             anchor = mu_logp if mu_logp is not None else logp
             losses = self._updates(rollout, ref_logp, anchor, adv, timings)
         if self.device.type == "cuda":  # GiB, peak so far; the maximum over processes
             record["memory/allocated_gib_max"] = torch.cuda.max_memory_allocated(self.device) / 2**30
         return record | losses | timings
+
+    def _chunks(self, rows: int) -> list[slice]:
+        """The micro-batches of a batch of `rows` rows (one chunk without micro_batch_size)."""
+        size = self.config.micro_batch_size or rows
+        return [slice(start, min(start + size, rows)) for start in range(0, rows, size)]
+
+    def _score(self, rollout: Rollout, grad: bool) -> tuple:
+        """Log-probs of the sampled tokens under πθ (with gradient if `grad`), πref and μ (None
+        on-policy), and the exact distribution statistics of πθ against πref."""
+        temperature, tokens = self.config.temperature, rollout.completion_ids
+        with torch.no_grad():
+            ref_logits = completion_logits(self.reference, rollout, temperature, self.device)
+            ref_logp = token_logp(ref_logits, tokens)
+            mu_logp = None
+            if self.behaviour is not None:
+                mu_logp = token_logp(completion_logits(self.behaviour, rollout, temperature, self.device), tokens)
+        with torch.enable_grad() if grad else torch.no_grad():
+            logits = completion_logits(self.policy, rollout, temperature, self.device)
+            logp = token_logp(logits, tokens)
+        return logp, ref_logp, mu_logp, distribution_stats(logits, ref_logits, rollout.completion_mask.float())
+
+    def _update_in_chunks(self, rollout, chunks, ref_logp, mu_logp, adv, timings) -> dict:
+        """One optimizer step with the gradient accumulated over micro-batches: each chunk's loss
+        is its share of the whole batch's, so the step is _update's on the whole batch."""
+        start = time.perf_counter()
+        batch_mask = rollout.completion_mask.float()
+        self.optimizer.zero_grad(set_to_none=True)
+        policy_loss = kl_loss = 0.0
+        for rows in chunks:
+            part = rollout.apply(lambda tensor: tensor[rows])
+            mask, anchor = batch_mask[rows], None if mu_logp is None else mu_logp[rows]
+            logp = token_logp(completion_logits(self.policy, part, self.config.temperature, self.device), part.completion_ids)
+            terms = kl_terms(self.kl, logp, ref_logp[rows], mask, behaviour_logp=anchor)
+            policy = self._aggregate(self._policy_term(logp, anchor, adv[rows], mask), mask, batch_mask)
+            kl = self._aggregate(terms.loss_tokens, mask, batch_mask)
+            (policy + kl).backward()
+            policy_loss, kl_loss = policy_loss + policy.item(), kl_loss + kl.item()
+        timings["time/backward"] = time.perf_counter() - start
+        return self._optimizer_step(policy_loss, kl_loss, timings)
 
     def _policy_term(self, logp, anchor, adv, mask) -> torch.Tensor:
         anchor = logp.detach() if anchor is None else anchor
@@ -339,26 +392,33 @@ class Trainer:
         policy_tokens = self._policy_term(logp, anchor, adv, mask)
         policy_loss = self._aggregate(policy_tokens, mask)
         kl_loss = self._aggregate(kl_loss_tokens, mask)
-        loss = policy_loss + kl_loss
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        (policy_loss + kl_loss).backward()
         timings["time/backward"] = timings.get("time/backward", 0.0) + time.perf_counter() - start
+        return self._optimizer_step(policy_loss.item(), kl_loss.item(), timings)
+
+    def _optimizer_step(self, policy_loss: float, kl_loss: float, timings: dict) -> dict:
+        """Clip the accumulated gradient and step (unless the loss or gradient is not finite)."""
         start = time.perf_counter()
+        loss = policy_loss + kl_loss
         grad_norm = distributed.clip_grad_norm(self.policy, self.config.grad_clip)
-        if math.isfinite(loss.item()) and math.isfinite(grad_norm):
+        if math.isfinite(loss) and math.isfinite(grad_norm):
             self.optimizer.step()
             self.scheduler.step()
         timings["time/optimizer"] = timings.get("time/optimizer", 0.0) + time.perf_counter() - start
-        return {"loss/total": loss.item(), "loss/policy": policy_loss.item(), "loss/kl": kl_loss.item(), "optim/grad_norm": grad_norm}
+        return {"loss/total": loss, "loss/policy": policy_loss, "loss/kl": kl_loss, "optim/grad_norm": grad_norm}
 
-    def _aggregate(self, loss_tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """This process's loss, such that its mean over processes is the whole batch's: seq-sum
-        is a mean over sequences already (equal shares); token-mean divides the local sum by
-        the batch's token count over all processes, times their number."""
-        if self.config.loss_aggregation == "token-mean" and self.procs.world > 1:
-            tokens = self.procs.sum(mask.sum()).clamp(min=1)
-            return (loss_tokens * mask).sum() * self.procs.world / tokens
-        return aggregate(loss_tokens, mask, self.config.loss_aggregation)
+    def _aggregate(self, loss_tokens: torch.Tensor, mask: torch.Tensor, batch_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """This process's loss over the rows of `mask`, a part of the batch `batch_mask` (the
+        whole local batch by default), such that summed over the parts and averaged over the
+        processes it is the whole batch's: seq-sum divides by the rows of the batch (equal shares
+        per process), token-mean by the batch's token count over all processes over their number."""
+        batch_mask = mask if batch_mask is None else batch_mask
+        total = (loss_tokens * mask).sum()
+        if self.config.loss_aggregation == "seq-sum":
+            return total / batch_mask.shape[0]
+        tokens = batch_mask.sum() if self.procs.world == 1 else self.procs.sum(batch_mask.sum()) / self.procs.world
+        return total / tokens.clamp(min=1)
 
     def _updates(self, rollout, ref_logp, anchor, adv, timings) -> dict:
         """ppo_epochs passes of `minibatches` updates each over the batch; metrics of the last."""
