@@ -12,8 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from klrl.kl import KLConfig
-from klrl.objectives import ADVANTAGES, AGGREGATIONS
+from klrl.choices import ADVANTAGES, AGGREGATIONS, KLConfig
 
 
 def _help(text: str, default=dataclasses.MISSING, factory=dataclasses.MISSING):
