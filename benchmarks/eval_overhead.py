@@ -5,8 +5,8 @@ per problem, temperature 1, at most `--new-tokens`: a random model never ends ea
 the trained tiny base answers in a few tokens) through `harness.evaluate`, each repetition in a fresh process
 so that the import is counted, and prints the harness's own split (import, task load, model
 load, generation = time inside the backend's generate_until, the rest of simple_evaluate)
-plus the process's whole wall time; medians over repetitions. `--profile` adds the top
-functions of one run's cProfile by cumulative time, generation excluded.
+plus the process's whole wall time; medians over repetitions. `--profile FILE` adds one
+cProfiled run, saved to FILE, and prints its top lm-eval / klrl functions by cumulative time.
 
     .venv/bin/python benchmarks/eval_overhead.py [--problems 250] [--samples 4] [--reps 3]
 """
@@ -54,11 +54,11 @@ def run_worker(args, model: Path, data: Path, profile: Path | None = None) -> di
     return json.loads(line.removeprefix("RESULT ")) | {"process": wall}
 
 
-def print_profile(path: Path, top: int = 25) -> None:
+def print_profile(path: Path, top: int = 30) -> None:
     import pstats
 
-    print(f"\ncProfile of one run, by cumulative time (top {top}):")
-    pstats.Stats(str(path)).sort_stats("cumulative").print_stats(top)
+    print(f"\ncProfile of one run, lm-eval and klrl functions by cumulative time (top {top}):")
+    pstats.Stats(str(path)).sort_stats("cumulative").print_stats("lm_eval|klrl|transformers/(generation|modeling_utils)", top)
 
 
 def main() -> None:
@@ -68,7 +68,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=8, help="a random model never stops early: keep it short")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--profile", type=Path, help="save one cProfiled run here and print its top functions")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
@@ -83,8 +83,8 @@ def main() -> None:
             prepare(task, Path(tmp) / "data" / task, seed=0, sizes={"train": 8, "test": args.problems})
         runs = [run_worker(args, model, Path(tmp) / "data") for _ in range(args.reps)]
         if args.profile:
-            run_worker(args, model, Path(tmp) / "data", Path(tmp) / "eval.prof")
-            print_profile(Path(tmp) / "eval.prof")
+            run_worker(args, model, Path(tmp) / "data", args.profile.resolve())
+            print_profile(args.profile)
     print(f"{len(TASKS)} tasks × {args.problems} problems × {args.samples} samples, {args.new_tokens} new tokens, {args.threads} thread(s), random 1M tiny model")
     print(f"machine: {machine()}\n")
     keys = (*PHASES, "process")
