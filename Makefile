@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-vllm vllm-env run ui browser clean
+.PHONY: install test test-vllm vllm-env run ui browser clean bench bench-trl bench-sampling bench-dag bench-grid bench-eval
 
 install: $(STAMP)
 
@@ -59,6 +59,30 @@ browser:
 		{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 		  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 		echo "chromium is not installed: the MLflow UI test will be skipped"
+
+# Benchmarks (benchmarks/RESULTS.md): each prints its table; none needs a pretrained model.
+BENCH_STAMP := $(VENV)/.installed-bench
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -e '.[test,bench]'
+	touch $(BENCH_STAMP)
+
+bench: bench-trl bench-sampling bench-dag bench-grid bench-eval
+
+bench-trl: $(BENCH_STAMP)
+	$(BIN)/python benchmarks/trl_step.py
+
+bench-sampling: $(STAMP)
+	$(BIN)/python benchmarks/sampling.py
+
+bench-dag: $(STAMP)
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python benchmarks/dag.py
+
+bench-grid: $(STAMP)
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python benchmarks/grid_time.py
+
+bench-eval: $(STAMP)
+	$(BIN)/python benchmarks/eval_overhead.py
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV)

@@ -30,31 +30,13 @@ assuming sum-over-tokens aggregation and no clamp or truncation acting.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 
-ESTIMATORS = ("k1", "k2", "k3")
-PLACEMENTS = ("none", "reward", "loss", "both")
-CORRECTIONS = ("none", "token-is", "sequence-is", "prefix-is")
-_CORRECTION_SUFFIX = {"token-is": "tokis", "sequence-is": "seqis", "prefix-is": "prefixis"}
-
-# The configurations every table, config file and CLI names: the paper's, plus corrections.
-STANDARD_NAMES = (
-    "none",
-    "k1-reward",
-    "k1-loss",
-    "k1-both",
-    "k2-loss",
-    "k3-reward",
-    "k3-loss",
-    "k3-both",
-    "k1-loss-tokis",
-    "k3-loss-tokis",
-    "k1-reward-seqis",
-    "k1-reward-prefixis",
-)
+# KLConfig and the names it validates against live in the torch-free klrl.choices; re-exported here.
+from klrl.choices import CORRECTIONS, ESTIMATORS, PLACEMENTS, STANDARD_NAMES, KLConfig, check_choice  # noqa: F401
 
 
 def _k1(delta: torch.Tensor) -> torch.Tensor:
@@ -79,11 +61,6 @@ def at_least_fp32(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.promote_types(x.dtype, torch.float32))
 
 
-def _check_choice(owner: str, name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{owner}.{name}: {value!r} is not one of {', '.join(allowed)}")
-
-
 class TokenKL(NamedTuple):
     values: torch.Tensor  # per-token estimates (float32 or float64), same shape as the inputs
     clamped: torch.Tensor  # bool, True where a clamp changed the token's estimate
@@ -105,7 +82,7 @@ def token_kl(
     >>> token_kl(torch.tensor([20.0]), torch.zeros(1), "k1", log_ratio_clamp=10).values.tolist()
     [10.0]
     """
-    _check_choice("token_kl", "estimator", estimator, ESTIMATORS)
+    check_choice("token_kl", "estimator", estimator, ESTIMATORS)
     delta = at_least_fp32(logp) - at_least_fp32(ref_logp)
     clamped = torch.zeros_like(delta, dtype=torch.bool)
     if log_ratio_clamp is not None:
@@ -116,77 +93,6 @@ def token_kl(
         clamped |= values.detach().abs() > value_clamp
         values = values.clamp(-value_clamp, value_clamp)
     return TokenKL(values, clamped)
-
-
-@dataclass(frozen=True)
-class KLConfig:
-    """How the KL penalty enters the objective. Validated on construction."""
-
-    estimator: str = field(default="k1", metadata={"help": f"one of {ESTIMATORS}"})
-    placement: str = field(default="none", metadata={"help": f"one of {PLACEMENTS}"})
-    beta: float = field(default=0.0, metadata={"help": "penalty coefficient β ≥ 0"})
-    log_ratio_clamp: float | None = field(
-        default=None, metadata={"help": "clamp δ_t to [−c, c] before the estimator"}
-    )
-    value_clamp: float | None = field(
-        default=None, metadata={"help": "clamp each K̂_t to [−c, c] (the paper's async runs: 10)"}
-    )
-    correction: str = field(default="none", metadata={"help": f"off-policy correction, one of {CORRECTIONS}"})
-    is_truncation: float | None = field(
-        default=None, metadata={"help": "cap the correction's importance weight at c (biased when it acts)"}
-    )
-
-    def __post_init__(self) -> None:
-        _check_choice("KLConfig", "estimator", self.estimator, ESTIMATORS)
-        _check_choice("KLConfig", "placement", self.placement, PLACEMENTS)
-        _check_choice("KLConfig", "correction", self.correction, CORRECTIONS)
-        if not (isinstance(self.beta, (int, float)) and math.isfinite(self.beta) and self.beta >= 0):
-            raise ValueError(f"KLConfig.beta: {self.beta!r} must be a finite number ≥ 0")
-        if self.placement == "none" and self.beta != 0:
-            raise ValueError(f"KLConfig.beta: {self.beta} with placement 'none' would be ignored; set beta to 0")
-        if self.placement != "none" and self.beta == 0:
-            raise ValueError(f"KLConfig.beta: 0 with placement {self.placement!r} adds nothing; use placement 'none'")
-        for name in ("log_ratio_clamp", "value_clamp", "is_truncation"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ValueError(f"KLConfig.{name}: {value!r} must be > 0 or None")
-        if self.correction == "token-is" and (self.placement != "loss" or self.estimator == "k2"):
-            raise ValueError(
-                "KLConfig.correction: 'token-is' weights an in-loss value-unbiased estimate; "
-                "it needs placement 'loss' and estimator 'k1' or 'k3'"
-            )
-        if self.correction in ("sequence-is", "prefix-is") and (self.placement, self.estimator) != ("reward", "k1"):
-            raise ValueError(
-                f"KLConfig.correction: {self.correction!r} corrects K1's score-function term; "
-                "it needs placement 'reward' and estimator 'k1'"
-            )
-        if self.is_truncation is not None and self.correction == "none":
-            raise ValueError("KLConfig.is_truncation: set, but correction is 'none' so there is no weight to truncate")
-
-    @property
-    def name(self) -> str:
-        """The standard name, e.g. 'k3-loss' or 'k1-reward-prefixis'."""
-        if self.placement == "none":
-            return "none"
-        suffix = _CORRECTION_SUFFIX.get(self.correction)
-        return f"{self.estimator}-{self.placement}" + (f"-{suffix}" if suffix else "")
-
-    @classmethod
-    def from_name(cls, name: str, beta: float = 0.0, **options: float | None) -> KLConfig:
-        """Build a config from its standard name; β and the clamps are given separately."""
-        parts = name.split("-") if name != "none" else []
-        correction = "none"
-        if len(parts) == 3:
-            by_suffix = {suffix: corr for corr, suffix in _CORRECTION_SUFFIX.items()}
-            correction = by_suffix.get(parts[2], parts[2])
-        if name != "none" and (len(parts) not in (2, 3) or parts[0] not in ESTIMATORS or parts[1] not in PLACEMENTS[1:]):
-            raise ValueError(f"unknown KL configuration {name!r}; standard names: {', '.join(STANDARD_NAMES)}")
-        if name == "none":
-            return cls(**options)
-        return cls(estimator=parts[0], placement=parts[1], beta=beta, correction=correction, **options)
-
-    def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)} | {"name": self.name}
 
 
 @dataclass

@@ -8,12 +8,17 @@ top-p 1.0; `greedy` decodes once per problem at temperature 0 instead.
 Timing splits the wall time into import, model load, task load (index + data), generation
 (time inside the backend's `generate_until`) and the rest of `simple_evaluate` (request
 building, grading, aggregation); everything but generation is the evaluation overhead.
+lm-eval's environment report (`add_env_info`: torch's collect_env, which runs pip, lscpu and
+more as subprocesses, about a second) is replaced by the versions alone: results.json records
+its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
 TASKS_DIR = Path(__file__).parent / "lm_eval_tasks"
@@ -71,6 +76,26 @@ def check_model(model: str) -> None:
             AutoConfig.from_pretrained(path)
         except (OSError, ValueError) as error:
             raise ValueError(f"model {model}: transformers cannot read its config ({error})") from None
+
+
+def _versions_only(storage: dict) -> None:
+    """Stands in for lm-eval's add_env_info: the same keys, without torch's collect_env."""
+    storage["pretty_env_info"] = "not collected (klrl records versions in results.json)"
+    storage["transformers_version"] = version("transformers")
+    storage["lm_eval_version"] = version("lm_eval")
+    storage["upper_git_hash"] = None
+
+
+@contextlib.contextmanager
+def _no_env_report():
+    import lm_eval.evaluator
+
+    original = lm_eval.evaluator.add_env_info
+    lm_eval.evaluator.add_env_info = _versions_only
+    try:
+        yield
+    finally:
+        lm_eval.evaluator.add_env_info = original
 
 
 def _model_args(backend: str, model: str, device: str, seed: int, vllm_memory_fraction: float) -> dict:
@@ -132,18 +157,19 @@ def evaluate(
 
     lm.generate_until = timed_generate_until
     mark = time.perf_counter()
-    results = lm_eval.simple_evaluate(
-        model=lm,
-        tasks=list(loaded.values()),
-        task_manager=manager,
-        apply_chat_template=True,
-        log_samples=True,
-        limit=limit,
-        random_seed=seed,
-        numpy_random_seed=seed,
-        torch_random_seed=seed,
-        fewshot_random_seed=seed,
-    )
+    with _no_env_report():
+        results = lm_eval.simple_evaluate(
+            model=lm,
+            tasks=list(loaded.values()),
+            task_manager=manager,
+            apply_chat_template=True,
+            log_samples=True,
+            limit=limit,
+            random_seed=seed,
+            numpy_random_seed=seed,
+            torch_random_seed=seed,
+            fewshot_random_seed=seed,
+        )
     timing["evaluate_other"] = time.perf_counter() - mark - timing["generation"]
     timing["total"] = time.perf_counter() - start
     timing["overhead"] = timing["total"] - timing["generation"]

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from klrl.kl import KLConfig
-from klrl.objectives import ADVANTAGES, AGGREGATIONS
+from klrl.choices import ADVANTAGES, AGGREGATIONS, KLConfig
 
 GENERATION_BACKENDS = ("hf", "vllm")
 PRECISIONS = ("none", "bf16")  # bf16: bfloat16 compute over float32 master weights (FSDP)

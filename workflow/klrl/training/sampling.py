@@ -9,9 +9,12 @@ klrl.training.vllm_backend) takes those of optimizer step `version` from the mod
 
 The `hf` backend runs its own KV-cache decoding loop (prefill once, then one token per step
 for every unfinished sequence) with temperature and top-p; on the tiny model it is faster
-than `model.generate`, and it takes the generator that `generate` does not. Its `broadcast` hook sees
-each step's sampled tokens: processes that sample the same batch in lockstep (FSDP) pass a
-broadcast from rank 0, so that no floating-point difference between them can split them.
+than `model.generate`, and it takes the generator that `generate` does not. The prefill runs
+each distinct prompt once (`prefill`): the G samples of a prompt share its key/value cache,
+which then lives in buffers sized for the whole completion (`PreallocatedLayer`), so that a
+decoding step writes one position instead of copying the cache. Its `broadcast` hook sees each
+step's sampled tokens: processes that sample the same batch in lockstep (FSDP) pass a broadcast
+from rank 0, so that no floating-point difference between them can split them.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 
 @dataclass
@@ -71,6 +75,46 @@ def next_token_distribution(logits: torch.Tensor, temperature: float, top_p: flo
     return probs
 
 
+def prefill(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> tuple[torch.Tensor, DynamicCache]:
+    """Run each distinct prompt (row of ids and mask) through `model` once, on its device.
+
+    Returns the logits at the last prompt position (B, V) and the key/value cache, both with
+    one row per input row: rows that share a prompt (a group's G samples) share its forward
+    pass. Gradients flow through the cache when grad is enabled.
+    """
+    width = prompt_ids.shape[1]
+    unique, rows = torch.unique(torch.cat([prompt_ids, prompt_mask], dim=1), dim=0, return_inverse=True)
+    ids, mask = unique[:, :width], unique[:, width:]
+    cache = DynamicCache()
+    out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask), cache=cache, logits_to_keep=1)
+    cache.batch_select_indices(rows)
+    return out.logits[rows, -1], cache
+
+
+class PreallocatedLayer(DynamicLayer):
+    """A cache layer whose keys and values sit in buffers of `capacity` positions: `update` writes
+    the new positions in place and returns views, where DynamicLayer copies the whole cache
+    (torch.cat) at every step, which dominates decoding on a small model."""
+
+    def __init__(self, layer: DynamicLayer, capacity: int) -> None:
+        super().__init__()
+        self.device, self.is_initialized = layer.device, True
+        batch, heads, self.length, dim = layer.keys.shape
+        self._keys = layer.keys.new_empty(batch, heads, capacity, dim)
+        self._values = layer.values.new_empty(batch, heads, capacity, dim)
+        self._keys[:, :, : self.length] = layer.keys
+        self._values[:, :, : self.length] = layer.values
+        self.keys, self.values = layer.keys, layer.values
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        end = self.length + key_states.shape[-2]
+        self._keys[:, :, self.length : end] = key_states
+        self._values[:, :, self.length : end] = value_states
+        self.length = end
+        self.keys, self.values = self._keys[:, :, :end], self._values[:, :, :end]
+        return self.keys, self.values
+
+
 @dataclass
 class HFSampler:
     """KV-cache sampling with a transformers causal LM, on whatever device the model is."""
@@ -90,16 +134,16 @@ class HFSampler:
         """Completions of every prompt (processes in lockstep sample them all); the rollout of `rows`."""
         device = next(model.parameters()).device
         prompt_ids, prompt_mask = left_pad(prompts, self.pad_id)
-        ids, mask = prompt_ids.to(device), prompt_mask.to(device)
-        cache = DynamicCache()
-        out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask), cache=cache, logits_to_keep=1)
+        logits, cache = prefill(model, prompt_ids.to(device), prompt_mask.to(device))
+        width = prompt_ids.shape[1]
+        cache.layers = [PreallocatedLayer(layer, width + self.max_new_tokens) for layer in cache.layers]
         batch = len(prompts)
+        full_mask = torch.cat([prompt_mask.to(device), prompt_mask.new_ones(batch, self.max_new_tokens, device=device)], dim=1)
         tokens = torch.full((batch, self.max_new_tokens), self.pad_id, dtype=torch.long, device=device)
         done = torch.zeros(batch, dtype=torch.bool, device=device)
-        positions = mask.sum(-1, keepdim=True)
+        positions = prompt_mask.to(device).sum(-1, keepdim=True)
         length = self.max_new_tokens
         for step in range(self.max_new_tokens):
-            logits = out.logits[:, -1]
             if self.temperature == 0:
                 token = logits.argmax(-1)
             else:
@@ -113,8 +157,8 @@ class HFSampler:
             if bool(done.all()) or step == self.max_new_tokens - 1:
                 length = step + 1
                 break
-            mask = torch.cat([mask, mask.new_ones(batch, 1)], dim=1)
-            out = model(input_ids=token[:, None], attention_mask=mask, position_ids=positions + step, cache=cache)
+            mask = full_mask[:, : width + step + 1]
+            logits = model(input_ids=token[:, None], attention_mask=mask, position_ids=positions + step, cache=cache).logits[:, -1]
         tokens = tokens[:, :length].cpu()
         return Rollout(prompt_ids, prompt_mask, tokens, completion_mask(tokens, self.eos_id)).apply(lambda tensor: tensor[rows])
 

@@ -1,0 +1,170 @@
+"""Wall time of a grid through Snakemake at 1 and 2 cores, and what a finished run's jobs add up to.
+
+Default: copies the workflow into fresh scratch folders (as tests/test_workflow.py does) and runs
+`snakemake --profile profiles/local --configfile config/test.yaml --cores N` for each N of
+`--cores`, timing the whole command; then, for each run, reads its job timings.
+
+`--summarise FOLDER [--configfile ...]`: only reads a finished run in FOLDER (e.g. the default
+grid's, too long to rerun on a shared machine). From results/benchmarks/**/*.tsv (Snakemake's
+`benchmark:` files, one per job, column `s` = the job's wall seconds) it prints the summed job
+time (≈ the run's time on one core, scheduling aside), the time per rule, and the critical path:
+the longest chain of dependent jobs (edges from `snakemake --dag`), i.e. the wall time no number
+of cores can beat.
+
+    .venv/bin/python benchmarks/grid_time.py [--cores 1 2]
+    .venv/bin/python benchmarks/grid_time.py --summarise path/to/finished/run --configfile config/config.yaml
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from common import machine, markdown_table
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW_FILES = ("Snakefile", "workflow/rules", "workflow/schemas", "workflow/report", "config", "envs", "profiles", "paper_figures")
+SNAKEMAKE = Path(sys.executable).parent / "snakemake"
+NODE = re.compile(r'^\s*(\d+)\[label = "([^"]*)"')
+EDGE = re.compile(r"^\s*(\d+) -> (\d+)")
+
+
+def snakemake(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    env = os.environ | {"PATH": f"{SNAKEMAKE.parent}:{os.environ['PATH']}"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return subprocess.run([str(SNAKEMAKE), *args], cwd=folder, capture_output=True, text=True, env=env, check=False)
+
+
+def copy_workflow(folder: Path) -> Path:
+    for name in WORKFLOW_FILES:
+        source, dest = ROOT / name, folder / name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, dest)
+        elif source.exists():
+            shutil.copy(source, dest)
+    return folder
+
+
+def job_seconds(tsv: Path) -> float:
+    with tsv.open() as handle:
+        return float(next(csv.DictReader(handle, delimiter="\t"))["s"])
+
+
+def dag(folder: Path, configfile: str) -> tuple[dict[int, tuple[str, list[str]]], list[tuple[int, int]]]:
+    """Jobs (rule, wildcard values) and dependency edges of the run's DAG, from `snakemake --dag`."""
+    out = snakemake(folder, "--dag", "--forceall", "--configfile", configfile)
+    if out.returncode:
+        raise RuntimeError(out.stderr[-3000:])
+    nodes, edges = {}, []
+    for line in out.stdout.splitlines():
+        if match := NODE.match(line):
+            rule, *wildcards = match.group(2).split("\\n")
+            nodes[int(match.group(1))] = (rule, [w.split(": ", 1)[1] for w in wildcards])
+        elif match := EDGE.match(line):
+            edges.append((int(match.group(1)), int(match.group(2))))
+    return nodes, edges
+
+
+def benchmark_file(bench: Path, rule: str, values: list[str]) -> Path | None:
+    """A job's benchmark file: <rule>.tsv, <rule>/<wildcard value>.tsv, a rule's only file, or
+    the one file named by a wildcard value in another folder (rule `figure` writes figures/)."""
+    if (bench / f"{rule}.tsv").exists():
+        return bench / f"{rule}.tsv"
+    for value in values:
+        if (bench / rule / f"{value}.tsv").exists():
+            return bench / rule / f"{value}.tsv"
+    files = list((bench / rule).glob("*.tsv"))
+    if len(files) == 1:
+        return files[0]
+    elsewhere = [path for value in values for path in bench.glob(f"*/{value}.tsv")]
+    return elsewhere[0] if len(elsewhere) == 1 else None
+
+
+def summarise(folder: Path, configfile: str) -> dict:
+    """Summed job seconds, seconds per rule and the critical path of a finished run in `folder`."""
+    bench = folder / "results" / "benchmarks"
+    nodes, edges = dag(folder, configfile)
+    parents = defaultdict(list)
+    for source, target in edges:
+        parents[target].append(source)
+    seconds = {}
+    for node, (rule, values) in nodes.items():
+        # a job whose label names no wildcard (evaluate) is found by its inputs' wildcard values
+        inherited = [v for parent in parents[node] for v in nodes[parent][1]]
+        tsv = benchmark_file(bench, rule, values or inherited)
+        seconds[node] = job_seconds(tsv) if tsv else 0.0
+    per_rule = defaultdict(float)
+    for node, (rule, _) in nodes.items():
+        per_rule[rule] += seconds[node]
+    finish, best_parent = {}, {}
+    for node in _topological(nodes, parents):
+        start = max((finish[p] for p in parents[node]), default=0.0)
+        best_parent[node] = max(parents[node], key=lambda p: finish[p], default=None)
+        finish[node] = start + seconds[node]
+    node, path = max(finish, key=finish.get), []
+    while node is not None:
+        path.append(node)
+        node = best_parent[node]
+    chain = [f"{nodes[n][0]} {seconds[n]:.0f}s" for n in reversed(path) if seconds[n] > 0]
+    return {"sum": sum(seconds.values()), "critical": max(finish.values()), "per_rule": dict(per_rule), "path": chain, "jobs": len(nodes)}
+
+
+def _topological(nodes: dict, parents: dict) -> list[int]:
+    order, done = [], set()
+
+    def visit(node):
+        if node not in done:
+            done.add(node)
+            for parent in parents[node]:
+                visit(parent)
+            order.append(node)
+
+    for node in nodes:
+        visit(node)
+    return order
+
+
+def print_summary(label: str, summary: dict, wall: float | None = None) -> None:
+    print(f"\n{label}: {summary['jobs']} jobs, summed job time {summary['sum']:.0f} s, critical path {summary['critical']:.0f} s" + (f", wall {wall:.0f} s" if wall else ""))
+    print("critical path: " + " → ".join(summary["path"]))
+    print(markdown_table(["rule", "summed s"], sorted(([r, s] for r, s in summary["per_rule"].items()), key=lambda row: -row[1])))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cores", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--configfile", default="config/test.yaml")
+    parser.add_argument("--summarise", type=Path, help="a finished run's folder: only read its timings")
+    args = parser.parse_args()
+    print(f"machine: {machine()}")
+    if args.summarise:
+        print_summary(str(args.summarise), summarise(args.summarise, args.configfile))
+        return
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for cores in args.cores:
+            folder = copy_workflow(Path(tmp) / f"cores{cores}")
+            start = time.perf_counter()
+            out = snakemake(folder, "--profile", "profiles/local", "--configfile", args.configfile, "--cores", str(cores))
+            wall = time.perf_counter() - start
+            if out.returncode:
+                raise RuntimeError(out.stderr[-3000:])
+            summary = summarise(folder, args.configfile)
+            print_summary(f"{args.configfile} at --cores {cores}", summary, wall)
+            rows.append([cores, wall, summary["sum"], summary["critical"], summary["sum"] / wall])
+    print(f"\nmachine after the runs: {machine()}\n")
+    print(markdown_table(["cores", "wall s", "summed job s", "critical path s", "summed / wall"], rows))
+
+
+if __name__ == "__main__":
+    main()
