@@ -5,7 +5,8 @@ What runs at each step t, in order:
  2. Rollout: G = `group_size` completions per prompt, sampled at `temperature` / `top_p` from
     the behaviour policy μ. On-policy (async_lag k = 0) μ is the current policy. Off-policy μ
     holds the weights of step t − k (step 0 while t < k): what an asynchronous actor lagging
-    k optimizer steps produces, but deterministic.
+    k optimizer steps produces, but deterministic. `generation_backend` hf samples with μ's
+    model itself; vllm with a colocated engine that is first given μ's weights (sync).
  3. Scores: the task reward R; log-probs of the sampled tokens under the policy (with
     gradient), the frozen reference πref (the base model) and, off-policy, μ (recomputed by
     the learner from the stale weights, as in the paper).
@@ -16,16 +17,18 @@ What runs at each step t, in order:
     per token (truncated IS; the ratio is 1 on-policy), or PPO's clipped objective when
     `ppo_clip` is set. AdamW after gradient-norm clipping; with ppo_epochs × minibatches > 1
     the batch is reused for several updates, the ratio anchored at the pre-update policy
-    (on-policy) or at μ (off-policy).
+    (on-policy) or at μ (off-policy). With `micro_batch_size`, steps 3 and 5 run chunk by
+    chunk (scores without gradient, then the gradient accumulated), the same step in less memory.
 Departures from the paper: a deterministic lag replaces real asynchrony; the periodic
 evaluation uses a fixed subset of the held-out split; the defaults are toy-scale (the paper's
 values are in config/paper.yaml).
 
 Distributed mode (`torchrun --nproc_per_node W -m klrl train`, klrl.training.distributed): the
 policy, the reference and μ are each sharded with FSDP2 over the W processes, and the batch is
-split by whole prompt groups (prompts_per_step must be a multiple of W). Every process samples
-the whole batch in lockstep (FSDP's forward needs all of them; the same seeded generator, and
-rank 0's tokens broadcast at each decoding step), then keeps its own P/W groups for the scores,
+split by whole prompt groups (prompts_per_step must be a multiple of W). With the hf backend
+every process samples the whole batch in lockstep (FSDP's forward needs all of them; the same
+seeded generator, and rank 0's tokens broadcast at each decoding step); with vllm each process's
+engine generates only its share. Each process keeps its own P/W groups for the scores,
 the advantages (within a group, so local) and the loss; FSDP averages the gradients, which with
 equal shares is the gradient of the whole batch. Metrics are averaged over processes; rank 0
 alone writes files and logs to MLflow. The off-policy queue holds each process's own shards;
