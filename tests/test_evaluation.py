@@ -4,7 +4,7 @@ import json
 import math
 import subprocess
 import sys
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
 import pytest
@@ -166,17 +166,18 @@ def test_an_unloadable_model_folder_is_a_clear_error(eval_data, tmp_path, tiny_b
 def test_scores_and_files_reach_the_cells_mlflow_run(tiny_base, eval_data, tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
 
-    from klrl.evaluation.command import run
+    from klrl.evaluation.command import add_arguments, run
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     client = MlflowClient()
     mlflow_run = client.create_run(client.create_experiment("test", artifact_location=(tmp_path / "artifacts").as_uri()))
     out = tmp_path / "eval" / "results.json"
-    args = Namespace(
-        model=str(tiny_base), tasks=["arith"], data_dir=eval_data, out=out, samples=2, greedy=False, temperature=1.0,
-        top_p=1.0, max_new_tokens=4, backend="hf", device="cpu", batch_size=64, seed=0, limit=None, threads=None,
-        mlflow_run_id=mlflow_run.info.run_id, mlflow_runs=None, mlflow_key=None, train_status=None,
-    )
+    parser = ArgumentParser()
+    add_arguments(parser)  # the verb's own parser: its defaults for every option not given here
+    args = parser.parse_args(
+        ["--model", str(tiny_base), "--tasks", "arith", "--data-dir", str(eval_data), "--out", str(out), "--samples", "2",
+         "--max-new-tokens", "4", "--mlflow-run-id", mlflow_run.info.run_id]
+    )  # fmt: skip
     run(args)
     metrics = client.get_run(mlflow_run.info.run_id).data.metrics
     assert metrics["eval/arith/pass_at_1"] == json.loads(out.read_text())["tasks"]["arith"]["pass@1"]
