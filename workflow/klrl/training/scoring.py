@@ -50,3 +50,14 @@ def distribution_stats(policy_logits: torch.Tensor, ref_logits: torch.Tensor, ma
         stats[f"exact/{name}_token"] = (masked.sum() / n_tokens).item()
         stats[f"exact/{name}_seq"] = masked.sum(-1).mean().item()
     return stats
+
+
+def combine_distribution_stats(parts: list[dict[str, float]], masks: list[torch.Tensor]) -> dict[str, float]:
+    """`distribution_stats` of a batch from those of its row chunks (micro-batches): the token
+    means weighted by the chunks' token counts, the sequence means by their rows."""
+    weights = {"token": [mask.sum().item() for mask in masks], "seq": [mask.shape[0] for mask in masks]}
+    combined = {}
+    for key in parts[0]:
+        chunk_weights = weights["token" if key.endswith("_token") else "seq"]
+        combined[key] = sum(w * part[key] for w, part in zip(chunk_weights, parts)) / max(sum(chunk_weights), 1)
+    return combined

@@ -67,7 +67,7 @@ from klrl.training.distributed import load_local_state, local_rows, local_state
 from klrl.training.evaluation import pass_at_1
 from klrl.training.prompts import PromptSchedule, encode_prompts
 from klrl.training.sampling import HFSampler, Rollout, completion_texts
-from klrl.training.scoring import completion_logits, distribution_stats, token_logp
+from klrl.training.scoring import combine_distribution_stats, completion_logits, distribution_stats, token_logp
 from klrl.training.tracking import MetricsLog, Tracker, read_metrics, write_status
 
 
@@ -83,17 +83,6 @@ def _generator(*keys: object) -> torch.Generator:
 def _cat(parts: list[torch.Tensor | None]) -> torch.Tensor | None:
     """Row-wise concatenation of per-chunk tensors (None stays None: no μ on-policy)."""
     return None if parts[0] is None else torch.cat(parts)
-
-
-def _mean_stats(parts: list[dict], masks: list[torch.Tensor]) -> dict:
-    """Per-chunk distribution statistics combined into the batch's: token means weighted by
-    the chunks' token counts, sequence means by their rows."""
-    weights = {"token": [mask.sum().item() for mask in masks], "seq": [mask.shape[0] for mask in masks]}
-    combined = {}
-    for key in parts[0]:
-        chunk_weights = weights["token" if key.endswith("_token") else "seq"]
-        combined[key] = sum(w * part[key] for w, part in zip(chunk_weights, parts)) / max(sum(chunk_weights), 1)
-    return combined
 
 
 class Trainer:
@@ -313,7 +302,7 @@ class Trainer:
         else:  # micro-batches: scores without gradient here, the gradient chunk by chunk in the update
             scored = [self._score(rollout.apply(lambda tensor: tensor[rows]), grad=False) for rows in chunks]
             logp, ref_logp, mu_logp = (_cat([part[i] for part in scored]) for i in range(3))
-            exact = _mean_stats([part[3] for part in scored], [mask[rows] for rows in chunks])
+            exact = combine_distribution_stats([part[3] for part in scored], [mask[rows] for rows in chunks])
         terms = kl_terms(self.kl, logp, ref_logp, mask, behaviour_logp=mu_logp)
         adv = advantages(rewards.to(self.device) - terms.reward_penalty.float(), config.group_size, config.advantage)
         record = {
