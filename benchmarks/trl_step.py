@@ -39,6 +39,7 @@ BETA = 0.1
 
 
 def ours(args) -> list[dict]:
+    from klrl.choices import KLConfig
     from klrl.training.config import TrainConfig
     from klrl.training.trainer import Trainer
 
@@ -47,8 +48,7 @@ def ours(args) -> list[dict]:
         train_data=f"{args.data}/train.jsonl",
         eval_data=f"{args.data}/test.jsonl",
         reward="arithmetic",
-        kl="k3-loss",
-        beta=BETA,
+        kl=KLConfig.from_name("k3-loss", beta=BETA),
         advantage="group-mean",
         prompts_per_step=args.prompts,
         group_size=args.group,

@@ -20,8 +20,9 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 COMPARED = ("loss/total", "loss/kl", "loss/policy", "kl/k1", "kl/k2", "kl/k3", "optim/grad_norm", "rollout/reward_mean", "eval/pass@1")
 
 
-def _settings(tiny_base, arith_data, **overrides) -> dict:
+def _settings(tiny_base, arith_data, kl="none", beta=0.0, kl_options=None, **overrides) -> dict:
     return {
+        "kl": {"name": kl, "beta": beta} | (kl_options or {}),
         "base_model": str(tiny_base),
         "train_data": str(arith_data / "train.jsonl"),
         "eval_data": str(arith_data / "test.jsonl"),
@@ -121,7 +122,7 @@ def test_two_processes_train_like_one_on_policy(tiny_base, arith_data, tmp_path)
 def test_two_processes_train_like_one_off_policy(tiny_base, arith_data, tmp_path):
     settings = _settings(
         tiny_base, arith_data, kl="k1-loss", beta=0.1, async_lag=2, steps=4, advantage="group-mean",
-        ratio_clamp=8.0, kl_value_clamp=10.0, checkpoint_every=2, loss_aggregation="token-mean",
+        ratio_clamp=8.0, kl_options={"value_clamp": 10.0}, checkpoint_every=2, loss_aggregation="token-mean",
     )
     single, pair = _single_and_pair(tmp_path, settings, {"micro_batch_size": 3})  # and gradient accumulation
     _assert_same_metrics(single, pair, rel=1e-4, keys=(*COMPARED, "is/ratio_mean", "is/ratio_max"))

@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 
 from klrl.kl import kl_terms
 from klrl.objectives import aggregate
+from klrl.choices import KLConfig
 from klrl.training import trainer as trainer_module
 from klrl.training.config import TrainConfig, load_config
 from klrl.training.sampling import HFSampler
@@ -20,8 +21,9 @@ from klrl.training.tracking import read_metrics
 from klrl.training.trainer import Trainer
 
 
-def _config(tiny_base, arith_data, **overrides) -> TrainConfig:
+def _config(tiny_base, arith_data, kl: str = "none", beta: float = 0.0, **overrides) -> TrainConfig:
     values = {
+        "kl": KLConfig.from_name(kl, beta=beta),
         "base_model": str(tiny_base),
         "train_data": str(arith_data / "train.jsonl"),
         "eval_data": str(arith_data / "test.jsonl"),
@@ -175,7 +177,7 @@ def test_config_errors_name_the_key(tmp_path):
     with pytest.raises(ValueError, match="bad value for 'advantage': 'grpo'"):
         load_config(path, ["advantage=grpo"])
     with pytest.raises(ValueError, match="KLConfig.beta: 0 with placement 'loss' adds nothing"):
-        load_config(path, ["kl=k3-loss"])
+        load_config(path, ["kl.name=k3-loss"])
     with pytest.raises(ValueError, match="missing required key 'reward'"):
         path.write_text("base_model: x\ntrain_data: y\neval_data: z\n")
         load_config(path)

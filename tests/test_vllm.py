@@ -26,6 +26,7 @@ if os.environ.get("KLRL_REQUIRE_VLLM") != "1":
 from klrl.models import smollm2
 from klrl.tasks.data import prepare
 from klrl.training.config import TrainConfig
+from klrl.typed import from_mapping
 from klrl.training.scoring import completion_logits, token_logp
 from klrl.training.tracking import read_metrics
 from klrl.training.trainer import Trainer, _generator
@@ -56,8 +57,7 @@ def _config(folder: Path, data: Path, **overrides) -> TrainConfig:
         "reward": "arithmetic",
         "generation_backend": "vllm",
         "vllm_max_model_len": 512,
-        "kl": "k3-loss",
-        "beta": 0.1,
+        "kl": {"name": "k3-loss", "beta": 0.1},
         "steps": 1,
         "prompts_per_step": 2,
         "group_size": 2,
@@ -70,7 +70,7 @@ def _config(folder: Path, data: Path, **overrides) -> TrainConfig:
         "collapse_window": 0,
         "threads": 2,
     }
-    return TrainConfig(**(values | overrides))
+    return from_mapping(TrainConfig, values | overrides, "train config")
 
 
 @pytest.fixture(scope="module")

@@ -89,7 +89,7 @@ def test_the_default_grid_measures_every_claim():
     assert all(cell.train["async_lag"] == 4 and cell.train["advantage"] == "group-mean" for cell in off)
     cell = cells["tiny__k1-loss__b1__on__s1"]
     assert cell.train["async_lag"] == 0
-    assert (cell.train["kl"], cell.train["beta"], cell.train["seed"]) == ("k1-loss", 1.0, 1)
+    assert (cell.train["kl"]["name"], cell.train["kl"]["beta"], cell.train["seed"]) == ("k1-loss", 1.0, 1)
     assert cell.train["base_model"] == "results/base/tiny/model"
     assert cell.train["train_data"] == "results/data/arith/train.jsonl"
     assert parse_cell_id(cell.id) == {"model": "tiny", "kl": "k1-loss", "beta": 1.0, "policy": "on", "seed": 1}
@@ -107,8 +107,12 @@ def test_grid_errors_name_the_group_and_the_key():
     with pytest.raises(ValueError, match="group 'off-policy': policy 'off' needs train.async_lag"):
         expand_grid(config)
     config = _config("test")
-    config["train"]["kl"] = "k1-loss"
-    with pytest.raises(ValueError, match="train: 'kl' is set by the grid"):
+    config["train"]["seed"] = 3
+    with pytest.raises(ValueError, match="train: 'seed' is set by the grid"):
+        expand_grid(config)
+    config = _config("test")
+    config["train"]["kl"] = {"name": "k1-loss"}
+    with pytest.raises(ValueError, match="train: 'name' is set by the grid"):
         expand_grid(config)
     config = _config("test")
     config["groups"][1] = dict(config["groups"][0], name="again")
@@ -151,7 +155,8 @@ def test_the_paper_config_dry_runs_to_its_grid(tmp_path):
     assert counts["evaluate_base"] == 3
     assert counts["prepare_data"] == 5
     assert counts["figure"] == 8
-    assert counts["total"] == 2 * len(cells) + 3 + 5 + 8 + 5  # + track_grid, toy_bias, aggregate, track_figures, all
+    assert counts["cell_settings"] == len(cells)
+    assert counts["total"] == 3 * len(cells) + 3 + 5 + 8 + 5  # + track_grid, toy_bias, aggregate, track_figures, all
     assert "gpu=8" in result.stdout and "gpu=4" in result.stdout
 
 
@@ -163,7 +168,7 @@ def _train_commands(output: str) -> list[str]:
 def test_a_batch_that_gpus_cannot_share_is_a_grid_error():
     config = _config("paper")
     config["train"]["prompts_per_step"] = 250
-    with pytest.raises(ValueError, match="group 'on-policy': prompts_per_step 250 is not a multiple of the 8 GPUs"):
+    with pytest.raises(ValueError, match="group 'on-policy': prompts_per_step 250 is not a multiple of the 8 training processes"):
         expand_grid(config)
 
 
@@ -218,7 +223,7 @@ def test_the_ci_grid_runs_end_to_end(ci_run):
         assert row["base_pass@1"] == pytest.approx(base["tasks"][row["task"]]["pass@1"])
         assert cell["train_status"]["status"] == "completed"
     config = yaml.safe_load((ci_run / "results" / "cells" / CI_CELLS[1] / "train" / "config.yaml").read_text())
-    assert (config["async_lag"], config["kl"], config["advantage"]) == (1, "k3-loss", "group-mean")
+    assert (config["async_lag"], config["kl"]["name"], config["advantage"]) == (1, "k3-loss", "group-mean")
     for rule in ("train", "evaluate"):
         assert (ci_run / "results" / "benchmarks" / rule / f"{CI_CELLS[0]}.tsv").is_file()
         assert (ci_run / "results" / "logs" / rule / f"{CI_CELLS[0]}.log").is_file()

@@ -7,8 +7,9 @@ Snakemake builds the DAG; keeping them free of torch keeps that fast. `klrl.kl` 
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
+
+from klrl.typed import check_fields
 
 ESTIMATORS = ("k1", "k2", "k3")
 PLACEMENTS = ("none", "reward", "loss", "both")
@@ -60,13 +61,14 @@ class KLConfig:
     )
 
     def __post_init__(self) -> None:
+        check_fields(self, "KLConfig")
         check_choice("KLConfig", "estimator", self.estimator, ESTIMATORS)
         check_choice("KLConfig", "placement", self.placement, PLACEMENTS)
         check_choice("KLConfig", "correction", self.correction, CORRECTIONS)
-        if not (isinstance(self.beta, (int, float)) and math.isfinite(self.beta) and self.beta >= 0):
-            raise ValueError(f"KLConfig.beta: {self.beta!r} must be a finite number ≥ 0")
+        if self.beta < 0:
+            raise ValueError(f"KLConfig.beta: {self.beta!r} must be ≥ 0")
         if self.placement == "none" and self.beta != 0:
-            raise ValueError(f"KLConfig.beta: {self.beta} with placement 'none' would be ignored; set beta to 0")
+            raise ValueError(f"KLConfig.beta: {self.beta} with no KL penalty (kl 'none') would be ignored; set beta to 0")
         if self.placement != "none" and self.beta == 0:
             raise ValueError(f"KLConfig.beta: 0 with placement {self.placement!r} adds nothing; use placement 'none'")
         for name in ("log_ratio_clamp", "value_clamp", "is_truncation"):
@@ -105,8 +107,34 @@ class KLConfig:
         if name != "none" and (len(parts) not in (2, 3) or parts[0] not in ESTIMATORS or parts[1] not in PLACEMENTS[1:]):
             raise ValueError(f"unknown KL configuration {name!r}; standard names: {', '.join(STANDARD_NAMES)}")
         if name == "none":
-            return cls(**options)
+            return cls(beta=beta, **options)
         return cls(estimator=parts[0], placement=parts[1], beta=beta, correction=correction, **options)
 
-    def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)} | {"name": self.name}
+    def settings(self) -> dict:
+        """The form config files and saved configs use: the standard name, β and the options."""
+        return {"name": self.name, "beta": self.beta} | {key: getattr(self, key) for key in KL_OPTIONS}
+
+    @classmethod
+    def from_settings(cls, values: dict, owner: str = "kl") -> KLConfig:
+        """The inverse of `settings`; an unknown or missing key is an error naming it.
+
+        >>> KLConfig.from_settings({"name": "k3-loss", "beta": 0.1, "value_clamp": 10}).value_clamp
+        10.0
+        """
+        if not isinstance(values, dict):
+            raise ValueError(f"{owner}: must be a mapping with name, beta and options ({', '.join(KL_OPTIONS)})")
+        unknown = sorted(set(values) - {"name", "beta", *KL_OPTIONS})
+        if unknown:
+            raise ValueError(f"{owner}: unknown key {unknown[0]!r}; known keys: name, beta, {', '.join(KL_OPTIONS)}")
+        if "name" not in values:
+            raise ValueError(f"{owner}: missing 'name' (the KL configuration, e.g. k1-reward)")
+        options = {key: value for key, value in values.items() if key in KL_OPTIONS}
+        try:
+            return cls.from_name(values["name"], beta=values.get("beta", 0.0), **options)
+        except ValueError as error:
+            raise ValueError(f"{owner}: {error}") from None
+
+
+# The KLConfig fields that do not follow from the configuration's name (config files set them
+# under `train.kl`; the grid adds the name and β of each cell).
+KL_OPTIONS = ("log_ratio_clamp", "value_clamp", "is_truncation")

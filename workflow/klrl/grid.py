@@ -14,28 +14,40 @@ task and evaluation tasks:
         seeds: [0, 1]
         task: arith            # training task; its test split is the in-domain evaluation
         eval_tasks: [arith, arith-long, arith-word]
-        train: {async_lag: 4}  # overrides of the top-level `train` defaults
+        train: {async_lag: 4, kl: {value_clamp: 10}}  # overrides of the top-level `train` defaults
 
 The kl `none` cell is made once, at β = 0, whatever the β list. The same cell id from two groups
 is an error (it would be one folder with two meanings). Every cell's training settings are built
-into a `TrainConfig` here, so a bad value fails when Snakemake loads the config, naming the group.
+into a `TrainConfig` here, so a bad value fails when Snakemake loads the config, naming the group;
+`Cell.train` holds that config's plain values, which the train job reads back from the JSON file
+`settings_json` writes (types survive the trip: tests/test_grid_settings.py).
+
+Two keys exist for overlays that change a grid's scale and nothing else (config/overlays/cpu-mini.yaml
+runs the paper's grid in miniature on CPUs with them): `stand_ins` maps models to the models
+that run in their place (`{qwen2.5-7b: tiny}`), and `train_overrides` is applied over every
+group's train section (a group's `steps`, say), which a second config file cannot reach because
+Snakemake replaces lists such as `groups` whole.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from klrl.models import get_base_model
 from klrl.tasks import get_task
+from klrl.choices import KL_OPTIONS
 from klrl.training.config import TrainConfig
+from klrl.typed import from_mapping
 
 RESULTS = Path("results")
 # TrainConfig keys that the grid sets for each cell (threads and device from the job's
-# resources); the config's `train` sections may not.
-GRID_KEYS = ("base_model", "train_data", "eval_data", "reward", "kl", "beta", "seed", "threads", "device")
+# resources); the config's `train` sections may not. Of `kl`, the grid sets the name and β;
+# train sections may set its options (`kl: {value_clamp: 10}`).
+GRID_KEYS = ("base_model", "train_data", "eval_data", "reward", "seed", "threads", "device")
 CELL_ID = re.compile(r"(?P<model>[a-z0-9.\-]+)__(?P<kl>[a-z0-9\-]+)__b(?P<beta>[0-9.e\-]+)__(?P<policy>on|off)__s(?P<seed>\d+)")
 
 
@@ -71,20 +83,28 @@ JOB_DEFAULTS = {"threads": 1, "mem_mb": 4000, "runtime": 60, "gpus": 0}
 
 
 def job_resources(config: dict, model: str) -> dict:
-    """Threads, memory (MB), runtime (minutes) and GPUs of a training or evaluation job of `model`."""
-    return JOB_DEFAULTS | config.get("jobs", {}) | config.get("models", {}).get(model, {}).get("jobs", {})
+    """Threads (of the whole job), memory (MB), runtime (minutes), GPUs and training processes of a job of `model`.
+    `processes` (one per GPU unless set) is the number of data-parallel training processes: set
+    it without GPUs to run FSDP on CPU processes."""
+    resources = JOB_DEFAULTS | config.get("jobs", {}) | config.get("models", {}).get(model, {}).get("jobs", {})
+    return {"processes": max(1, resources["gpus"])} | resources
 
 
-def train_launcher(gpus: int) -> str:
-    """The command that starts `klrl train` on a job with `gpus` GPUs: torchrun with one process
-    per GPU (FSDP data parallelism, klrl.training.distributed) when there are several.
+def train_launcher(processes: int) -> str:
+    """The command that starts `klrl train` with `processes` data-parallel processes: torchrun
+    (FSDP, klrl.training.distributed) when there are several.
 
     >>> train_launcher(8)
     'torchrun --standalone --nproc_per_node 8 -m klrl'
-    >>> train_launcher(1), train_launcher(0)
-    ('python -m klrl', 'python -m klrl')
+    >>> train_launcher(1)
+    'python -m klrl'
     """
-    return f"torchrun --standalone --nproc_per_node {gpus} -m klrl" if gpus > 1 else "python -m klrl"
+    return f"torchrun --standalone --nproc_per_node {processes} -m klrl" if processes > 1 else "python -m klrl"
+
+
+def settings_json(cell: Cell) -> str:
+    """The cell's resolved TrainConfig as the JSON text of its settings file (`klrl train --config`)."""
+    return json.dumps(cell.train, sort_keys=True)
 
 
 @dataclass(frozen=True)
@@ -114,22 +134,23 @@ class Cell:
 def _train_settings(config: dict, group: dict, model: str, kl: str, beta: float, policy: str, seed: int) -> dict:
     task = get_task(group["task"])
     data = RESULTS / "data" / task.name
-    settings = dict(config.get("train", {})) | dict(group.get("train", {}))
+    sections = [config.get("train", {}), group.get("train", {}), config.get("train_overrides", {})]
+    kl_options = {key: value for section in sections for key, value in section.get("kl", {}).items()}
+    settings = {key: value for section in sections for key, value in section.items()}
     resources = job_resources(config, model)
     settings |= {
         "base_model": model_path(model),
         "train_data": str(data / "train.jsonl"),
         "eval_data": str(data / "test.jsonl"),
         "reward": task.reward,
-        "kl": kl,
-        "beta": beta,
+        "kl": kl_options | {"name": kl, "beta": beta},
         "seed": seed,
-        "threads": resources["threads"],
+        "threads": max(1, resources["threads"] // resources["processes"]),  # per process
         "device": "cuda" if resources["gpus"] else "cpu",
     }
     prompts = settings.get("prompts_per_step", TrainConfig.prompts_per_step)
-    if resources["gpus"] > 1 and prompts % resources["gpus"]:
-        raise ValueError(f"group {group['name']!r}: prompts_per_step {prompts} is not a multiple of the {resources['gpus']} GPUs of a {model} job")
+    if resources["processes"] > 1 and prompts % resources["processes"]:
+        raise ValueError(f"group {group['name']!r}: prompts_per_step {prompts} is not a multiple of the {resources['processes']} training processes of a {model} job")
     if policy == "on":
         settings["async_lag"] = 0
     elif settings.get("async_lag", 0) < 1:
@@ -139,18 +160,20 @@ def _train_settings(config: dict, group: dict, model: str, kl: str, beta: float,
 
 def expand_grid(config: dict) -> dict[str, Cell]:
     """Every cell of every group, by id, in config order."""
-    for scope, section in [("train", config.get("train", {}))] + [
+    for scope, section in [("train", config.get("train", {})), ("train_overrides", config.get("train_overrides", {}))] + [
         (f"groups[{g['name']}].train", g.get("train", {})) for g in config["groups"]
     ]:
-        taken = sorted(set(section) & set(GRID_KEYS))
+        taken = sorted(set(section) & set(GRID_KEYS)) + sorted(set(section.get("kl", {})) - set(KL_OPTIONS))
         if taken:
             raise ValueError(f"{scope}: {taken[0]!r} is set by the grid, not in a train section")
+    stand_ins = config.get("stand_ins", {})
     cells: dict[str, Cell] = {}
     for group in config["groups"]:
         get_task(group["task"])
         for name in group["eval_tasks"]:
             get_task(name)
-        product = itertools.product(group["models"], group["kl"], group["beta"], group["policy"], group["seeds"])
+        models = list(dict.fromkeys(stand_ins.get(model, model) for model in group["models"]))
+        product = itertools.product(models, group["kl"], group["beta"], group["policy"], group["seeds"])
         for model, kl, beta, policy, seed in product:
             beta = 0.0 if kl == "none" else float(beta)
             cid = cell_id(model, kl, beta, policy, seed)
@@ -160,10 +183,10 @@ def expand_grid(config: dict) -> dict[str, Cell]:
                 raise ValueError(f"cell {cid} is in groups {cells[cid].group!r} and {group['name']!r}; give one of them other values")
             settings = _train_settings(config, group, model, kl, beta, policy, seed)
             try:
-                TrainConfig(**settings)
-            except (TypeError, ValueError) as error:
+                resolved = from_mapping(TrainConfig, settings, "train config").to_dict()
+            except ValueError as error:
                 raise ValueError(f"group {group['name']!r}, cell {cid}: {error}") from None
-            cells[cid] = Cell(cid, group["name"], model, kl, beta, policy, seed, group["task"], tuple(group["eval_tasks"]), settings)
+            cells[cid] = Cell(cid, group["name"], model, kl, beta, policy, seed, group["task"], tuple(group["eval_tasks"]), resolved)
     return cells
 
 

@@ -1,7 +1,7 @@
 # Input functions and the expanded grid; the expansion and its checks are klrl.grid's.
 import shlex
 
-from klrl.grid import base_eval_tasks, expand_grid, job_resources, model_path, train_launcher, used_tasks
+from klrl.grid import base_eval_tasks, expand_grid, job_resources, model_path, settings_json, train_launcher, used_tasks
 from klrl.models import get_base_model
 
 CELLS = expand_grid(config)
@@ -26,12 +26,6 @@ def base_model_input(model):
 
 def data_inputs(tasks):
     return [f"results/data/{task}/manifest.json" for task in tasks]
-
-
-def train_settings(cell):
-    """`--set key=value` arguments for every TrainConfig value of the cell, shell-quoted."""
-    pairs = sorted(CELLS[cell].train.items())
-    return " ".join(f"--set {shlex.quote(f'{key}={value}')}" for key, value in pairs)
 
 
 def data_options(task):

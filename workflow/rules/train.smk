@@ -1,6 +1,25 @@
 # One job per cell: RL training from the base model; the cell's folder holds metrics.jsonl,
 # status.json (completed or diverged), config.yaml and final/ (the trained model). A job with
-# several GPUs runs one process per GPU under torchrun (FSDP data parallelism).
+# several processes (one per GPU by default) runs them under torchrun (FSDP data parallelism).
+# The cell's settings reach the job as a JSON file written by a serializer (klrl.grid.settings_json):
+# a changed setting rewrites it, and the cell trains again.
+
+
+localrules:
+    cell_settings,
+
+
+rule cell_settings:
+    output:
+        "results/cells/{cell}/train/settings.json",
+    params:
+        settings=lambda wildcards: settings_json(CELLS[wildcards.cell]),
+    log:
+        "results/logs/cell_settings/{cell}.log",
+    conda:
+        "../../envs/klrl.yaml"
+    shell:
+        "printf '%s\\n' {params.settings:q} > {output} 2> {log}"
 
 
 rule train:
@@ -8,11 +27,11 @@ rule train:
         base=lambda wildcards: base_model_input(CELLS[wildcards.cell].model),
         data=lambda wildcards: data_inputs([CELLS[wildcards.cell].task]),
         runs=ancient(RUNS),
+        settings="results/cells/{cell}/train/settings.json",
     output:
         "results/cells/{cell}/train/status.json",
     params:
-        settings=lambda wildcards: train_settings(wildcards.cell),
-        launcher=lambda wildcards: train_launcher(job_resources(config, CELLS[wildcards.cell].model)["gpus"]),
+        launcher=lambda wildcards: train_launcher(job_resources(config, CELLS[wildcards.cell].model)["processes"]),
     threads: lambda wildcards: job_resources(config, CELLS[wildcards.cell].model)["threads"]
     resources:
         mem_mb=lambda wildcards: job_resources(config, CELLS[wildcards.cell].model)["mem_mb"],
@@ -30,6 +49,6 @@ rule train:
             --out results/cells/{wildcards.cell}/train \
             --mlflow-runs {input.runs} \
             --mlflow-key {wildcards.cell} \
-            {params.settings} \
+            --config {input.settings} \
             > {log} 2>&1
         """

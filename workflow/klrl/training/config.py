@@ -1,18 +1,22 @@
 """The configuration of one training cell: every knob of `klrl train`, with its meaning.
 
-Read from a YAML file (the workflow writes one per cell) with optional `key=value`
-overrides; an unknown key or a bad value is an error that names it.
+Read from a JSON or YAML file (the workflow writes one per cell with a serializer) with
+optional `key=value` overrides parsed by each field's type; every value is checked against its
+field's annotation and range, and an unknown key, a wrong type or a value that would make
+training silently do nothing is an error that names the field.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from klrl.choices import ADVANTAGES, AGGREGATIONS, KLConfig
+from klrl.choices import ADVANTAGES, AGGREGATIONS, KL_OPTIONS, KLConfig
+from klrl.typed import check_fields, field_hint, from_mapping, parse_text
 
 GENERATION_BACKENDS = ("hf", "vllm")
 PRECISIONS = ("none", "bf16")  # bf16: bfloat16 compute over float32 master weights (FSDP)
@@ -33,11 +37,10 @@ class TrainConfig:
     eval_data: str = _help("prepared held-out in-domain split for the periodic evaluation")
     reward: str = _help("reward name in klrl.rewards (the task's)")
     # the KL penalty
-    kl: str = _help("KL configuration, a standard name of klrl.kl (e.g. k1-reward, k3-loss)", "none")
-    beta: float = _help("KL coefficient β", 0.0)
-    kl_log_ratio_clamp: float | None = _help("clamp δ_t to [−c, c] before the KL estimator", None)
-    kl_value_clamp: float | None = _help("clamp each K̂_t to [−c, c] (the paper's async runs: 10)", None)
-    kl_is_truncation: float | None = _help("cap the KL correction's importance weight", None)
+    kl: KLConfig = _help(
+        f"the KL penalty: name (a standard name of klrl.kl, e.g. k1-reward), beta (β) and the options {', '.join(KL_OPTIONS)} (klrl.choices.KLConfig)",
+        factory=KLConfig,
+    )
     # the policy-gradient estimator
     async_lag: int = _help("k: rollouts for step t come from the weights of step t−k (0: on-policy)", 0)
     advantage: str = _help(f"advantage estimator, one of {ADVANTAGES}", "rloo")
@@ -83,43 +86,60 @@ class TrainConfig:
     reference_offload: bool = _help("under FSDP, keep the reference model's shards in CPU memory between uses", False)
 
     def __post_init__(self) -> None:
-        self.adam_betas = tuple(self.adam_betas)
-        self.kl_config()  # validates the KL fields, naming the bad one
+        check_fields(self, "train config")
         checks = {
             "advantage": self.advantage in ADVANTAGES,
             "loss_aggregation": self.loss_aggregation in AGGREGATIONS,
             "lr_schedule": self.lr_schedule in ("constant", "cosine"),
             "async_lag": self.async_lag >= 0,
+            "ratio_clamp": _positive_or_none(self.ratio_clamp),
+            "ppo_clip": _positive_or_none(self.ppo_clip),
             "group_size": self.group_size >= 2,
             "ppo_epochs": self.ppo_epochs >= 1,
             "micro_batch_size": self.micro_batch_size is None or (self.micro_batch_size >= 1 and self.ppo_epochs * self.minibatches == 1),
             "minibatches": self.minibatches >= 1 and (self.prompts_per_step * self.group_size) % self.minibatches == 0,
             "steps": self.steps >= 1,
+            "prompts_per_step": self.prompts_per_step >= 1,
+            "max_new_tokens": self.max_new_tokens >= 1,
             "temperature": self.temperature > 0,
             "top_p": 0 < self.top_p <= 1,
+            "lr": self.lr > 0,
+            "weight_decay": self.weight_decay >= 0,
+            "adam_betas": all(0 <= beta < 1 for beta in self.adam_betas),
+            "grad_clip": self.grad_clip > 0,
+            "warmup_steps": self.warmup_steps >= 0,
+            "checkpoint_every": self.checkpoint_every >= 0,
+            "eval_every": self.eval_every >= 0,
+            "eval_size": self.eval_size >= 1,
+            "eval_samples": self.eval_samples >= 1,
+            "collapse_window": self.collapse_window >= 0,
+            "collapse_ratio": 0 <= self.collapse_ratio <= 1,
+            "threads": _positive_or_none(self.threads),
             "device": self.device in ("cpu", "cuda"),
             "generation_backend": self.generation_backend in GENERATION_BACKENDS,
             "vllm_dtype": self.vllm_dtype in VLLM_DTYPES,
             "vllm_memory_fraction": 0 < self.vllm_memory_fraction <= 1,
+            "vllm_max_model_len": _positive_or_none(self.vllm_max_model_len),
             "mixed_precision": self.mixed_precision in PRECISIONS,
-            "activation_checkpointing": isinstance(self.activation_checkpointing, bool),
-            "reference_offload": isinstance(self.reference_offload, bool),
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
             raise ValueError(f"train config: bad value for {bad[0]!r}: {getattr(self, bad[0])!r} ({_field_help(bad[0])})")
 
-    def kl_config(self) -> KLConfig:
-        return KLConfig.from_name(
-            self.kl,
-            beta=self.beta,
-            log_ratio_clamp=self.kl_log_ratio_clamp,
-            value_clamp=self.kl_value_clamp,
-            is_truncation=self.kl_is_truncation,
-        )
-
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)} | {"adam_betas": list(self.adam_betas)}
+        """Plain values, the form of a settings file: `kl` as its settings mapping, tuples as lists."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return values | {"kl": self.kl.settings(), "adam_betas": list(self.adam_betas)}
+
+    def params(self) -> dict:
+        """Flat key → value pairs for MLflow: the KL configuration as `kl` (its name), `beta` and `kl.<option>`."""
+        values = self.to_dict()
+        kl = values.pop("kl")
+        return values | {"kl": kl["name"], "beta": kl["beta"]} | {f"kl.{key}": kl[key] for key in KL_OPTIONS}
+
+
+def _positive_or_none(value: float | None) -> bool:
+    return value is None or value > 0
 
 
 def _field_help(name: str) -> str:
@@ -127,22 +147,35 @@ def _field_help(name: str) -> str:
 
 
 def load_config(path: Path | None, overrides: list[str] = ()) -> TrainConfig:
-    """A TrainConfig from a YAML file and `key=value` overrides (values parsed as YAML)."""
-    values = yaml.safe_load(Path(path).read_text()) if path else {}
-    if not isinstance(values, dict):
-        raise ValueError(f"{path}: a train config must be a mapping of keys to values")
+    """A TrainConfig from a settings file (JSON or YAML) and `key=value` overrides, each value
+    parsed by its field's type (`kl.<name|beta|option>=value` for the KL settings)."""
+    values = {}
+    if path:
+        text = Path(path).read_text()
+        try:
+            values = json.loads(text) if Path(path).suffix == ".json" else yaml.safe_load(text)
+        except (json.JSONDecodeError, yaml.YAMLError) as error:
+            raise ValueError(f"{path}: not a valid settings file: {str(error).splitlines()[0]}") from None
+        if not isinstance(values, dict):
+            raise ValueError(f"{path}: a train config must be a mapping of keys to values")
     for item in overrides:
         key, sep, raw = item.partition("=")
         if not sep:
             raise ValueError(f"override {item!r} is not key=value")
-        values[key] = yaml.safe_load(raw)
-    fields = dataclasses.fields(TrainConfig)
-    known = {f.name for f in fields}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ValueError(f"train config: unknown key {unknown[0]!r}; known keys: {', '.join(sorted(known))}")
-    required = [f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
-    missing = [name for name in required if name not in values]
-    if missing:
-        raise ValueError(f"train config: missing required key {missing[0]!r} ({_field_help(missing[0])})")
-    return TrainConfig(**values)
+        _apply_override(values, key.strip(), raw)
+    return from_mapping(TrainConfig, values, "train config")
+
+
+def _apply_override(values: dict, key: str, raw: str) -> None:
+    if key.startswith("kl."):
+        option = key[3:]
+        kl = dict(values.get("kl", {}))
+        hint = str if option == "name" else field_hint(KLConfig, option) if option in ("beta", *KL_OPTIONS) else None
+        if hint is None:
+            raise ValueError(f"override {key!r}: unknown KL setting; known: kl.name, kl.beta, " + ", ".join(f"kl.{o}" for o in KL_OPTIONS))
+        kl[option] = parse_text(hint, raw, f"train config.{key}")
+        values["kl"] = kl
+        return
+    if key not in {f.name for f in dataclasses.fields(TrainConfig)} or key == "kl":
+        raise ValueError(f"override {key!r}: unknown train config key (the KL settings are kl.name, kl.beta, kl.<option>)")
+    values[key] = parse_text(field_hint(TrainConfig, key), raw, f"train config.{key}")

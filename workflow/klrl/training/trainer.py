@@ -89,7 +89,7 @@ class Trainer:
     def __init__(self, config: TrainConfig, out_dir: Path, tracker: Tracker | None = None) -> None:
         self.config = config
         self.out_dir = Path(out_dir)
-        self.kl = config.kl_config()
+        self.kl = config.kl
         self.reward_fn = get_reward(config.reward)
         if config.threads:
             torch.set_num_threads(config.threads)
@@ -199,7 +199,7 @@ class Trainer:
         self.procs.barrier()  # every process has read the log before rank 0 rewrites it
         log = MetricsLog(path, keep_steps_below=self.step) if main else None
         if self.step == 0:
-            self.tracker.log_params(self.config.to_dict())
+            self.tracker.log_params(self.config.params())
         bar = tqdm(total=self.config.steps, initial=self.step, desc=self.out_dir.name, mininterval=2.0, disable=not main)
         status, reason = "completed", ""
         while self.step < self.config.steps:
