@@ -32,7 +32,7 @@ def trainer_scores(model_dir: str, rows: list[dict], reward: str, samples: int, 
     """Per-problem pass@1 through the trainer's periodic evaluation (`problem_pass_at_1`)."""
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    sampler = HFSampler(tokenizer.eos_token_id, tokenizer.pad_token_id, max_new_tokens)
+    sampler = HFSampler((tokenizer.eos_token_id,), tokenizer.pad_token_id, max_new_tokens)
     generator = torch.Generator().manual_seed(seed)
     return problem_pass_at_1(model, tokenizer, sampler, rows, get_reward(reward), samples, generator)
 

@@ -56,7 +56,7 @@ def flops_per_token(model, context: float) -> float:
 
 
 def time_ours(model, prompts, new_tokens: int, pad_id: int) -> float:
-    sampler = HFSampler(eos_id=-1, pad_id=pad_id, max_new_tokens=new_tokens)
+    sampler = HFSampler(stop_ids=(-1,), pad_id=pad_id, max_new_tokens=new_tokens)
     start = time.perf_counter()
     sampler.sample(model, prompts, torch.Generator().manual_seed(0))
     return time.perf_counter() - start

@@ -1,6 +1,9 @@
+import shutil
 from pathlib import Path
 
 import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from klrl.models.tiny import TinyConfig, pretrain_tiny
 from klrl.tasks.data import prepare
@@ -26,3 +29,23 @@ def arith_data(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("data") / "arith"
     prepare("arith", out, seed=0, sizes={"train": 64, "test": 16})
     return out
+
+
+@pytest.fixture(scope="session")
+def talkative_base(tiny_base, tmp_path_factory) -> Path:
+    """The tiny test base with random weight matrices: its greedy completions are long and varied."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_base)
+    generator = torch.Generator().manual_seed(0)
+    for parameter in model.parameters():
+        if parameter.dim() > 1:
+            parameter.data = 0.3 * torch.randn(parameter.shape, generator=generator)
+    out = tmp_path_factory.mktemp("talkative") / "model"
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(tiny_base).save_pretrained(out)
+    return out
+
+
+@pytest.fixture
+def talkative_folder(talkative_base, tmp_path) -> Path:
+    """A copy of the talkative base that a test may edit."""
+    return Path(shutil.copytree(talkative_base, tmp_path / "talkative"))

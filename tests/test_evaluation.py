@@ -18,7 +18,7 @@ from klrl.tasks import TASKS
 from klrl.tasks.data import prepare, read_split
 from klrl.training.config import TrainConfig
 from klrl.training.evaluation import pass_at_1
-from klrl.training.prompts import encode_prompts
+from klrl.training.prompts import encode_prompts, stop_token_ids
 from klrl.training.sampling import HFSampler, completion_texts
 from klrl.training.trainer import Trainer
 
@@ -30,20 +30,6 @@ def eval_data(tmp_path_factory) -> Path:
     for task in ("arith", "arith-long"):
         prepare(task, root / task, seed=0, sizes={"train": 16, "test": 12})
     return root
-
-
-@pytest.fixture(scope="module")
-def talkative_base(tiny_base, tmp_path_factory) -> Path:
-    """The tiny test base with random weight matrices: its greedy completions are long and varied."""
-    model = AutoModelForCausalLM.from_pretrained(tiny_base)
-    generator = torch.Generator().manual_seed(0)
-    for parameter in model.parameters():
-        if parameter.dim() > 1:
-            parameter.data = 0.3 * torch.randn(parameter.shape, generator=generator)
-    out = tmp_path_factory.mktemp("talkative") / "model"
-    model.save_pretrained(out)
-    AutoTokenizer.from_pretrained(tiny_base).save_pretrained(out)
-    return out
 
 
 def _samples(path: Path) -> list[dict]:
@@ -111,7 +97,7 @@ def test_greedy_evaluation_sees_exactly_what_the_trainer_sees(talkative_base, ev
     tokenizer = AutoTokenizer.from_pretrained(talkative_base)
     model = AutoModelForCausalLM.from_pretrained(talkative_base).eval()
     rows = read_split(eval_data / "arith" / "test.jsonl")
-    sampler = HFSampler(tokenizer.eos_token_id, tokenizer.pad_token_id, max_new_tokens=10, temperature=0)
+    sampler = HFSampler((tokenizer.eos_token_id,), tokenizer.pad_token_id, max_new_tokens=10, temperature=0)
     ours = completion_texts(tokenizer, sampler.sample(model, encode_prompts(tokenizer, [r["prompt"] for r in rows]), None))
     theirs = [sample["filtered_resps"][0][0] for sample in logged]
     assert len({len(text) for text in ours}) > 1  # varied, not all empty
@@ -200,3 +186,22 @@ def test_a_cell_that_diverged_to_nan_weights_is_recorded_not_evaluated(tiny_base
     assert summary["tasks"] == {}
     assert summary["train_status"]["status"] == "diverged"
     assert summary["skipped"] == "non-finite weights"
+
+
+def test_lm_eval_stops_where_the_trainer_stops(talkative_folder, eval_data):
+    """A stop token declared in generation_config.json (an end-of-turn token that is not the EOS)
+    ends lm-eval's completions exactly where it ends the trainer's rollouts."""
+    tokenizer = AutoTokenizer.from_pretrained(talkative_folder)
+    model = AutoModelForCausalLM.from_pretrained(talkative_folder).eval()
+    rows = read_split(eval_data / "arith" / "test.jsonl")
+    prompts = encode_prompts(tokenizer, [r["prompt"] for r in rows])
+    free = HFSampler((tokenizer.eos_token_id,), tokenizer.pad_token_id, max_new_tokens=10, temperature=0).sample(model, prompts, None)
+    generated = free.completion_ids[free.completion_mask.bool()].tolist()
+    stop = max(set(generated) - {tokenizer.eos_token_id}, key=generated.count)
+    (talkative_folder / "generation_config.json").write_text(json.dumps({"eos_token_id": [tokenizer.eos_token_id, stop]}))
+    sampler = HFSampler(stop_token_ids(tokenizer, talkative_folder), tokenizer.pad_token_id, max_new_tokens=10, temperature=0)
+    ours = completion_texts(tokenizer, sampler.sample(model, prompts, None))
+    results, _ = evaluate(str(talkative_folder), ["arith"], eval_data, Decoding(samples=1, greedy=True, max_new_tokens=10))
+    theirs = [s["filtered_resps"][0][0] for s in sorted(results["samples"]["klrl_arith"], key=lambda s: s["doc_id"])]
+    assert theirs == ours
+    assert ours != completion_texts(tokenizer, free)  # the stop token cut some completions short

@@ -224,3 +224,13 @@ def test_lm_eval_hf_backend_loads_it(folder):
     (paris, paris_greedy), (london, london_greedy) = lm.loglikelihood(requests, disable_tqdm=True)
     assert -1.0 < paris < 0.0 and paris_greedy  # about -0.26, and " Paris" is the greedy continuation
     assert london < paris - 2.0 and not london_greedy  # about -4.4
+
+
+def test_smollm2_turns_end_at_im_end(folder, tokenizer):
+    from klrl.evaluation.harness import stop_kwargs
+    from klrl.training.prompts import stop_token_ids
+
+    end_of_turn = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert stop_token_ids(tokenizer, folder) == (end_of_turn,)
+    assert stop_kwargs(str(folder), "hf") == {"eos_token_id": [end_of_turn]}
+    assert stop_kwargs(str(folder), "vllm") == {"stop_token_ids": [end_of_turn]}

@@ -52,16 +52,27 @@ class Decoding:
         if self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens: {self.max_new_tokens} must be at least 1")
 
-    def generation_kwargs(self) -> dict:
+    def generation_kwargs(self, stops: dict | None = None) -> dict:
+        """lm-eval's generation kwargs, with the backend's stop-token kwargs (`stop_kwargs`)."""
         if self.greedy:
-            return {"do_sample": False, "temperature": 0.0, "max_gen_toks": self.max_new_tokens, "until": []}
-        return {
-            "do_sample": True,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "max_gen_toks": self.max_new_tokens,
-            "until": [],
-        }
+            sampling = {"do_sample": False, "temperature": 0.0}
+        else:
+            sampling = {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p}
+        return sampling | {"max_gen_toks": self.max_new_tokens, "until": []} | (stops or {})
+
+
+def stop_kwargs(model: str, backend: str) -> dict:
+    """Generation kwargs that end a completion at the model's EOS and end-of-turn tokens
+    (klrl.training.prompts.stop_token_ids): transformers' generate takes them as `eos_token_id`
+    (a finished row is then padded, and the padding decoded away), vLLM as `stop_token_ids`.
+    lm-eval's `until` strings would not do: its hf backend decodes without special tokens
+    before it cuts at them."""
+    from transformers import AutoTokenizer
+
+    from klrl.training.prompts import stop_token_ids
+
+    ids = list(stop_token_ids(AutoTokenizer.from_pretrained(model), model))
+    return {"eos_token_id": ids} if backend == "hf" else {"stop_token_ids": ids}
 
 
 def check_model(model: str) -> None:
@@ -134,16 +145,17 @@ def evaluate(
     mark = time.perf_counter()
     manager = TaskManager(include_path=str(TASKS_DIR), include_defaults=False, metadata={"data_dir": str(data_dir)})
     loaded = manager.load([lm_eval_task_name(task) for task in tasks])["tasks"]
-    for task in loaded.values():
-        task.set_config("repeats", decoding.samples)
-        task.set_config("generation_kwargs", decoding.generation_kwargs())
     timing["task_load"] = time.perf_counter() - mark
     mark = time.perf_counter()
     try:
         batching = {"batch_size": batch_size if backend == "hf" else "auto"}  # vLLM schedules its own batches
         lm = get_model(backend).create_from_arg_obj(_model_args(backend, model, device, seed, vllm_memory_fraction), batching)
+        stops = stop_kwargs(model, backend)
     except (OSError, ValueError, RuntimeError) as error:
         raise ValueError(f"model {model}: the {backend} backend cannot load it ({error})") from error
+    for task in loaded.values():
+        task.set_config("repeats", decoding.samples)
+        task.set_config("generation_kwargs", decoding.generation_kwargs(stops))
     timing["model_load"] = time.perf_counter() - mark
     generate_until = lm.generate_until
     timing["generation"] = 0.0

@@ -1,12 +1,22 @@
-"""Which prompts each step trains on: a seeded permutation per epoch, a function of the step.
+"""Prompts in and out of the model: which prompts each step trains on, how a prompt becomes a
+chat turn, and which tokens end the model's turn.
 
 Because the batch of step t is computed from (seed, t) alone, a resumed run sees exactly
 the data an uninterrupted one would; the checkpoint records the position for reference.
+
+A completion ends at the model's end of turn as well as at its EOS: chat templates close the
+assistant's turn with a token (`<|im_end|>` for Qwen2.5 and SmolLM2, `<|eot_id|>` for Llama 3,
+`<end_of_turn>` for Gemma) that need not be the tokenizer's EOS (Qwen2.5's is `<|endoftext|>`).
+Anything sampled after it would be text outside the turn, yet rewarded and KL-penalised.
 """
 
 from __future__ import annotations
 
 import random
+from pathlib import Path
+
+# Tokens that close an assistant turn in the chat templates of the common model families.
+END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|end_of_turn|>", "<|eot|>")
 
 
 class PromptSchedule:
@@ -47,3 +57,22 @@ def encode_prompts(tokenizer, prompts: list[str]) -> list[list[int]]:
         ]
         return [tokenizer.encode(p, add_special_tokens=False) for p in prompts]
     return [tokenizer.encode(p) for p in prompts]
+
+
+def stop_token_ids(tokenizer, model_dir: str | Path | None = None) -> tuple[int, ...]:
+    """The ids that end a completion: the EOS, the generation config's EOS ids (of `model_dir`,
+    when it has a generation_config.json) and each end-of-turn token the chat template uses.
+    The first is the tokenizer's EOS (the padding of last resort)."""
+    ids = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+    if model_dir is not None and (Path(model_dir) / "generation_config.json").is_file():
+        from transformers import GenerationConfig
+
+        configured = GenerationConfig.from_pretrained(model_dir).eos_token_id
+        ids += configured if isinstance(configured, list) else [configured] if configured is not None else []
+    template = tokenizer.chat_template if isinstance(tokenizer.chat_template, str) else ""
+    vocabulary = tokenizer.get_vocab()
+    ids += [vocabulary[token] for token in END_OF_TURN_TOKENS if token in template and token in vocabulary]
+    unique = tuple(dict.fromkeys(ids))
+    if not unique:
+        raise ValueError("the tokenizer has no EOS token and its chat template no known end-of-turn token")
+    return unique

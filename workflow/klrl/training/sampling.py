@@ -32,7 +32,7 @@ class Rollout:
     prompt_ids: torch.Tensor  # (B, P) left-padded with pad_id
     prompt_mask: torch.Tensor  # (B, P) 1 on real prompt tokens
     completion_ids: torch.Tensor  # (B, L) right-padded with pad_id after EOS
-    completion_mask: torch.Tensor  # (B, L) 1 on generated tokens, the EOS included
+    completion_mask: torch.Tensor  # (B, L) 1 on generated tokens, the first stop token (EOS or end of turn) included
 
     def apply(self, fn) -> Rollout:
         """A rollout of fn(tensor) for each tensor (moving to a device, selecting rows)."""
@@ -119,7 +119,7 @@ class PreallocatedLayer(DynamicLayer):
 class HFSampler:
     """KV-cache sampling with a transformers causal LM, on whatever device the model is."""
 
-    eos_id: int
+    stop_ids: tuple[int, ...]  # EOS and end-of-turn tokens (prompts.stop_token_ids)
     pad_id: int
     max_new_tokens: int
     temperature: float = 1.0
@@ -143,6 +143,7 @@ class HFSampler:
         done = torch.zeros(batch, dtype=torch.bool, device=device)
         positions = prompt_mask.to(device).sum(-1, keepdim=True)
         length = self.max_new_tokens
+        stops = torch.tensor(self.stop_ids, device=device)
         for step in range(self.max_new_tokens):
             if self.temperature == 0:
                 token = logits.argmax(-1)
@@ -153,20 +154,20 @@ class HFSampler:
                 token = self.broadcast(token)
             token = token.masked_fill(done, self.pad_id)
             tokens[:, step] = token
-            done |= token == self.eos_id
+            done |= torch.isin(token, stops)
             if bool(done.all()) or step == self.max_new_tokens - 1:
                 length = step + 1
                 break
             mask = full_mask[:, : width + step + 1]
             logits = model(input_ids=token[:, None], attention_mask=mask, position_ids=positions + step, cache=cache).logits[:, -1]
         tokens = tokens[:, :length].cpu()
-        return Rollout(prompt_ids, prompt_mask, tokens, completion_mask(tokens, self.eos_id)).apply(lambda tensor: tensor[rows])
+        return Rollout(prompt_ids, prompt_mask, tokens, completion_mask(tokens, self.stop_ids)).apply(lambda tensor: tensor[rows])
 
 
-def completion_mask(tokens: torch.Tensor, eos_id: int) -> torch.Tensor:
-    """1 on every token up to and including the first EOS (all of them if there is none)."""
-    after_eos = (tokens == eos_id).long().cumsum(-1) - (tokens == eos_id).long()
-    return (after_eos == 0).long()
+def completion_mask(tokens: torch.Tensor, stop_ids: tuple[int, ...]) -> torch.Tensor:
+    """1 on every token up to and including the first stop token (all of them if there is none)."""
+    stop = torch.isin(tokens, torch.tensor(stop_ids, device=tokens.device)).long()
+    return (stop.cumsum(-1) - stop == 0).long()
 
 
 def completion_texts(tokenizer, rollout: Rollout) -> list[str]:

@@ -65,7 +65,7 @@ from klrl.training.checkpoint import load_checkpoint, save_checkpoint
 from klrl.training.config import TrainConfig
 from klrl.training.distributed import load_local_state, local_rows, local_state
 from klrl.training.evaluation import pass_at_1
-from klrl.training.prompts import PromptSchedule, encode_prompts
+from klrl.training.prompts import PromptSchedule, encode_prompts, stop_token_ids
 from klrl.training.sampling import HFSampler, Rollout, completion_texts
 from klrl.training.scoring import combine_distribution_stats, completion_logits, distribution_stats, token_logp
 from klrl.training.tracking import MetricsLog, Tracker, read_metrics, write_status
@@ -111,18 +111,18 @@ class Trainer:
         )
         self.schedule = PromptSchedule(read_split(Path(config.train_data)), config.prompts_per_step, config.seed)
         self.eval_rows = read_split(Path(config.eval_data))[: config.eval_size]
-        eos = self.tokenizer.eos_token_id
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
-        self.sampler = self._make_sampler(eos, pad)
+        stops = stop_token_ids(self.tokenizer, config.base_model)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else stops[0]
+        self.sampler = self._make_sampler(stops, pad)
         self.history: deque[dict] = deque(maxlen=config.async_lag + 1)  # θ_{t−k} … θ_t (local shards)
         self.step = 0
 
-    def _make_sampler(self, eos: int, pad: int):
+    def _make_sampler(self, stops: tuple[int, ...], pad: int):
         """The rollout backend: `hf` samples with the learner's model, `vllm` with an engine of its own."""
         config = self.config
         if config.generation_backend == "hf":
             broadcast = self.procs.broadcast if self.procs.world > 1 else None
-            return HFSampler(eos, pad, config.max_new_tokens, config.temperature, config.top_p, broadcast)
+            return HFSampler(stops, pad, config.max_new_tokens, config.temperature, config.top_p, broadcast)
         from klrl.training.vllm_backend import VLLMEngine, VLLMSampler
 
         engine = VLLMEngine(
@@ -133,7 +133,7 @@ class Trainer:
             max_model_len=config.vllm_max_model_len,
             processes=self.procs.world,
         )
-        return VLLMSampler(engine, eos, pad, config.max_new_tokens, config.temperature, config.top_p)
+        return VLLMSampler(engine, stops, pad, config.max_new_tokens, config.temperature, config.top_p)
 
     def _local_rows(self) -> slice:
         """This process's rows of each batch: its share of the prompt groups."""

@@ -112,14 +112,14 @@ def request_seeds(generator: torch.Generator | None, count: int) -> list[int]:
     return torch.randint(0, SEED_LIMIT, (count,), generator=generator).tolist()
 
 
-def completions_rollout(prompts: list[list[int]], completions: list[list[int]], pad_id: int, eos_id: int) -> Rollout:
+def completions_rollout(prompts: list[list[int]], completions: list[list[int]], pad_id: int, stop_ids: tuple[int, ...]) -> Rollout:
     """A Rollout (left-padded prompts, right-padded completions) from token lists."""
     prompt_ids, prompt_mask = left_pad(prompts, pad_id)
     width = max(1, max(len(completion) for completion in completions))
     tokens = torch.full((len(completions), width), pad_id, dtype=torch.long)
     for row, completion in enumerate(completions):
         tokens[row, : len(completion)] = torch.tensor(completion, dtype=torch.long)
-    mask = completion_mask(tokens, eos_id)
+    mask = completion_mask(tokens, stop_ids)
     mask &= torch.arange(width)[None, :] < torch.tensor([len(c) for c in completions])[:, None]
     return Rollout(prompt_ids, prompt_mask, tokens, mask.long())
 
@@ -129,7 +129,7 @@ class VLLMSampler:
     """The `hf` backend's sampling, run by a colocated vLLM engine."""
 
     engine: VLLMEngine
-    eos_id: int
+    stop_ids: tuple[int, ...]
     pad_id: int
     max_new_tokens: int
     temperature: float = 1.0
@@ -150,9 +150,9 @@ class VLLMSampler:
                 top_p=self.top_p,
                 max_tokens=self.max_new_tokens,
                 seed=seed,
-                stop_token_ids=[self.eos_id],
+                stop_token_ids=list(self.stop_ids),
                 detokenize=False,
             )
             for seed in seeds
         ]
-        return completions_rollout(prompts, self.engine.generate(prompts, params), self.pad_id, self.eos_id)
+        return completions_rollout(prompts, self.engine.generate(prompts, params), self.pad_id, self.stop_ids)
