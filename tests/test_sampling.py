@@ -5,6 +5,7 @@ import json
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from klrl.evaluation.harness import stop_kwargs
 from klrl.training.prompts import encode_prompts, stop_token_ids
 from klrl.training.sampling import HFSampler, completion_mask, left_pad, next_token_distribution, position_ids
 
@@ -93,6 +94,9 @@ def test_a_turn_ends_at_the_end_of_turn_token_when_eos_differs(tmp_path):
     end_of_text, end_of_turn = tokenizer.convert_tokens_to_ids(["<|endoftext|>", "<|im_end|>"])
     assert end_of_text != end_of_turn
     assert stop_token_ids(tokenizer) == (end_of_text, end_of_turn)
+    tokenizer.save_pretrained(tmp_path)  # as lm-eval's side reads it: from the model folder
+    assert stop_kwargs(str(tmp_path), "hf") == {"eos_token_id": [end_of_text, end_of_turn]}
+    assert stop_kwargs(str(tmp_path), "vllm") == {"stop_token_ids": [end_of_text, end_of_turn]}
     tokenizer.chat_template = None  # no chat turn: only the EOS ends a completion
     assert stop_token_ids(tokenizer) == (end_of_text,)
 
