@@ -1,0 +1,80 @@
+"""Config overlays (config/overlays/*.yaml) change a grid's scale and nothing else."""
+
+import fnmatch
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import update_config
+
+from klrl.grid import expand_grid, job_resources
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Dotted key paths an overlay may set: sizes, steps, token limits, models' stand-ins and
+# resources, backends that exist on a CPU, and the experiment name that keeps its outputs apart.
+SCALE_KEYS = (
+    "experiment",
+    "stand_ins.*",
+    "jobs.*",
+    "models.*.jobs.*",
+    "models.*.pretrain.*",
+    "data.*.train_size",
+    "data.*.test_size",
+    "data.*.source",
+    "evaluation.samples",
+    "evaluation.max_new_tokens",
+    "evaluation.batch_size",
+    "evaluation.backend",
+    "evaluation.limit",
+    "train.generation_backend",
+    "train.max_new_tokens",
+    "train.eval_size",
+    "train.eval_samples",
+    "train_overrides.steps",
+    "train_overrides.prompts_per_step",
+    "train_overrides.group_size",
+    "train_overrides.micro_batch_size",
+    "train_overrides.checkpoint_every",
+    "train_overrides.eval_every",
+)
+
+
+def _paths(mapping: dict, prefix: str = "") -> list[str]:
+    paths = []
+    for key, value in mapping.items():
+        path = f"{prefix}{key}"
+        paths += _paths(value, path + ".") if isinstance(value, dict) and value else [path]
+    return paths
+
+
+def _grid_axes(cells) -> dict[str, set]:
+    """Per group, the (KL configuration, β, policy, seed, task, evaluation tasks) it runs."""
+    axes: dict[str, set] = {}
+    for cell in cells.values():
+        axes.setdefault(cell.group, set()).add((cell.kl, cell.beta, cell.policy, cell.seed, cell.task, cell.eval_tasks))
+    return axes
+
+
+OVERLAYS = sorted(path.name for path in (ROOT / "config" / "overlays").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", OVERLAYS)
+def test_an_overlay_sets_only_scale_keys(name):
+    overlay = yaml.safe_load((ROOT / "config" / "overlays" / name).read_text())
+    outside = [path for path in _paths(overlay) if not any(fnmatch.fnmatch(path, pattern) for pattern in SCALE_KEYS)]
+    assert not outside, f"{name} sets keys that are not scale: {outside}"
+
+
+def test_the_cpu_miniature_keeps_every_group_and_axis_of_the_paper_grid():
+    paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    mini = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    update_config(mini, yaml.safe_load((ROOT / "config" / "overlays" / "cpu-mini.yaml").read_text()))
+    paper_cells, mini_cells = expand_grid(paper), expand_grid(mini)
+    assert _grid_axes(mini_cells) == _grid_axes(paper_cells)
+    for cell in mini_cells.values():
+        original = next(c for c in paper_cells.values() if (c.group, c.kl, c.beta, c.seed) == (cell.group, cell.kl, cell.beta, cell.seed))
+        same = ("kl", "async_lag", "advantage", "ratio_clamp", "lr", "loss_aggregation", "mixed_precision", "activation_checkpointing")
+        assert {key: cell.train[key] for key in same} == {key: original.train[key] for key in same}
+        assert job_resources(mini, cell.model)["processes"] == 2 and cell.train["device"] == "cpu"
+        assert cell.train["micro_batch_size"] < cell.train["prompts_per_step"] * cell.train["group_size"] // 2
