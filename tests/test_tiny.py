@@ -70,12 +70,17 @@ def test_folder_loads_with_lm_eval(folder):
     assert logprob < 0 and torch.isfinite(torch.tensor(logprob))
 
 
-def test_registry_knows_how_each_base_is_built():
+def test_models_are_built_here_or_declared_with_a_hub_id():
     assert get_base_model("tiny").build == "pretrain"
     assert get_base_model("smollm2-135m").build == "convert"
-    assert get_base_model("qwen2.5-7b").hub_id == "Qwen/Qwen2.5-7B"
-    with pytest.raises(ValueError, match="unknown base model 'gpt2'; known: tiny, smollm2-135m"):
-        get_base_model("gpt2")
+    declared = {"qwen2.5-7b": {"hub": "Qwen/Qwen2.5-7B", "revision": "v1", "stop_tokens": ["<|im_end|>"]}, "tiny": {"jobs": {}}}
+    qwen = get_base_model("qwen2.5-7b", declared)
+    assert (qwen.build, qwen.hub_id, qwen.revision, qwen.stop_tokens) == ("hub", "Qwen/Qwen2.5-7B", "v1", ("<|im_end|>",))
+    assert get_base_model("tiny", declared).build == "pretrain"
+    with pytest.raises(ValueError, match="unknown base model 'gpt2'; built here: tiny, smollm2-135m; declared with hub: qwen2.5-7b"):
+        get_base_model("gpt2", declared)
+    with pytest.raises(ValueError, match="models.tiny: 'tiny' is built here"):
+        get_base_model("tiny", {"tiny": {"hub": "x/y"}})
 
 
 def test_batches_fit_the_token_budget_and_label_only_the_answers():

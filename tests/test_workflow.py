@@ -3,6 +3,7 @@ with MLflow (REST API and the UI in headless Chromium)."""
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -18,7 +19,7 @@ import yaml
 
 from klrl.grid import GRID_KEYS, cell_id, expand_grid, parse_cell_id
 from klrl.kl import STANDARD_NAMES
-from klrl.models import BASE_MODELS
+from klrl.models import BUILT_MODELS
 from klrl.tasks import TASKS
 from klrl.training.config import GENERATION_BACKENDS, PRECISIONS, VLLM_DTYPES, TrainConfig
 
@@ -70,7 +71,7 @@ def test_the_schema_enums_are_the_codes_registries():
     schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
     assert schema["$defs"]["kl"]["enum"] == list(STANDARD_NAMES)
     assert schema["$defs"]["task"]["enum"] == list(TASKS)
-    assert schema["$defs"]["model"]["enum"] == list(BASE_MODELS)
+    assert all(re.fullmatch(schema["$defs"]["model"]["pattern"], name) for name in BUILT_MODELS)
     assert schema["$defs"]["train"]["properties"]["generation_backend"]["enum"] == list(GENERATION_BACKENDS)
     assert schema["$defs"]["train"]["properties"]["vllm_dtype"]["enum"] == list(VLLM_DTYPES)
     train_keys = {field for field in TrainConfig.__dataclass_fields__ if field not in GRID_KEYS}
@@ -367,3 +368,26 @@ def test_the_html_report_holds_the_tables(ci_run):
     report = (ci_run / "results" / "report.html").read_text()
     assert "scores.csv" in report and "bias.csv" in report
     assert "Cells: every on-policy k1-loss, k1-reward and none cell. Scale: toy." in report  # the figure's caption
+
+
+@pytest.mark.slow
+def test_a_hub_model_declared_in_a_config_runs_a_cell_without_code_changes(tmp_path, tiny_base):
+    """A model added under `models:` with `hub:` (a local folder standing in for the download)
+    trains and evaluates through the whole workflow; its declared stop token reaches both jobs."""
+    folder = _copy_workflow(tmp_path)
+    config = _config("test")
+    config["experiment"] = "hub-model"
+    config["tracking"] = {"enabled": False}
+    config["models"] = {"my-hub-model": {"hub": str(tiny_base), "stop_tokens": ["z"]}}  # a letter it often writes
+    config["groups"] = [dict(config["groups"][0], models=["my-hub-model"])]
+    (folder / "hub.yaml").write_text(yaml.safe_dump(config))
+    cell = "my-hub-model__k1-reward__b0.1__on__s0"
+    result = _snakemake(folder, "--cores", "2", "--configfile", "hub.yaml", "--", f"results/cells/{cell}/eval/results.json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    settings = json.loads((folder / "results" / "cells" / cell / "train" / "settings.json").read_text())
+    assert (settings["base_model"], settings["stop_tokens"]) == (str(tiny_base), ["z"])
+    assert not (folder / "results" / "base" / "my-hub-model" / "model").exists()  # loaded, not built
+    samples = [json.loads(line) for line in (folder / "results" / "cells" / cell / "eval" / "samples" / "arith.jsonl").read_text().splitlines()]
+    completions = [text for record in samples for text in record["completions"]]
+    assert all("z" not in text[:-1] for text in completions)  # "z" ends a completion ...
+    assert any(text.endswith("z") for text in completions)  # ... and did end some

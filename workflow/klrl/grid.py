@@ -47,7 +47,7 @@ RESULTS = Path("results")
 # TrainConfig keys that the grid sets for each cell (threads and device from the job's
 # resources); the config's `train` sections may not. Of `kl`, the grid sets the name and β;
 # train sections may set its options (`kl: {value_clamp: 10}`).
-GRID_KEYS = ("base_model", "train_data", "eval_data", "reward", "seed", "threads", "device")
+GRID_KEYS = ("base_model", "base_revision", "stop_tokens", "train_data", "eval_data", "reward", "seed", "threads", "device")
 CELL_ID = re.compile(r"(?P<model>[a-z0-9.\-]+)__(?P<kl>[a-z0-9\-]+)__b(?P<beta>[0-9.e\-]+)__(?P<policy>on|off)__s(?P<seed>\d+)")
 
 
@@ -73,9 +73,9 @@ def parse_cell_id(text: str) -> dict:
     return tags | {"beta": float(tags["beta"]), "seed": int(tags["seed"])}
 
 
-def model_path(model: str) -> str:
-    """Where a base model is loaded from: its folder under results/base, or its Hub id."""
-    base = get_base_model(model)
+def model_path(model: str, declared: dict | None = None) -> str:
+    """Where a base model is loaded from: its folder under results/base, or its Hub id (or folder)."""
+    base = get_base_model(model, declared)
     return base.hub_id if base.build == "hub" else str(RESULTS / "base" / model / "model")
 
 
@@ -138,8 +138,11 @@ def _train_settings(config: dict, group: dict, model: str, kl: str, beta: float,
     kl_options = {key: value for section in sections for key, value in section.get("kl", {}).items()}
     settings = {key: value for section in sections for key, value in section.items()}
     resources = job_resources(config, model)
+    base = get_base_model(model, config.get("models"))
     settings |= {
-        "base_model": model_path(model),
+        "base_model": model_path(model, config.get("models")),
+        "base_revision": base.revision,
+        "stop_tokens": list(base.stop_tokens),
         "train_data": str(data / "train.jsonl"),
         "eval_data": str(data / "test.jsonl"),
         "reward": task.reward,
@@ -173,6 +176,11 @@ def expand_grid(config: dict) -> dict[str, Cell]:
         for name in group["eval_tasks"]:
             get_task(name)
         models = list(dict.fromkeys(stand_ins.get(model, model) for model in group["models"]))
+        for model in models:
+            try:
+                get_base_model(model, config.get("models"))
+            except ValueError as error:
+                raise ValueError(f"group {group['name']!r}: {error}") from None
         product = itertools.product(models, group["kl"], group["beta"], group["policy"], group["seeds"])
         for model, kl, beta, policy, seed in product:
             beta = 0.0 if kl == "none" else float(beta)

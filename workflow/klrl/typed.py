@@ -41,6 +41,8 @@ def _describe(hint) -> str:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         return " or ".join("null" if arg is type(None) else _describe(arg) for arg in args)
+    if origin is tuple and args[-1] is Ellipsis:
+        return f"a list of {_describe(args[0])}s"
     if origin is tuple:
         return f"a list of {len(args)} ({', '.join(_describe(arg) for arg in args)})"
     if dataclasses.is_dataclass(hint):
@@ -60,6 +62,10 @@ def coerce(value, hint, where: str):
             except ValueError:
                 continue
         raise ValueError(f"{where}: {value!r} is a {type(value).__name__}; it must be {_describe(hint)}")
+    if origin is tuple and args[-1] is Ellipsis:
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"{where}: {value!r} must be {_describe(hint)}")
+        return tuple(coerce(item, args[0], f"{where}[{i}]") for i, item in enumerate(value))
     if origin is tuple:
         if not isinstance(value, (list, tuple)) or len(value) != len(args):
             raise ValueError(f"{where}: {value!r} must be {_describe(hint)}")
@@ -127,6 +133,8 @@ def parse_text(hint, raw: str, where: str):
             return None
         (inner,) = [arg for arg in args if arg is not type(None)]
         return parse_text(inner, raw, where)
+    if origin is tuple and args[-1] is Ellipsis:
+        return tuple(parse_text(args[0], part.strip(), f"{where}[{i}]") for i, part in enumerate(raw.split(",")) if part.strip())
     if origin is tuple:
         parts = raw.split(",")
         if len(parts) != len(args):

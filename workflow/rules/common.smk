@@ -19,9 +19,19 @@ wildcard_constraints:
 
 def base_model_input(model):
     """The built base model's config.json, or nothing for a Hub model (downloaded by the job)."""
-    if get_base_model(model).build == "hub":
+    if get_base_model(model, config.get("models")).build == "hub":
         return []
     return f"results/base/{model}/model/config.json"
+
+
+def model_options(model, revision=True):
+    """`klrl evaluate` options of a model declared in the config: its revision and stop tokens
+    (a trained cell's folder has no revision)."""
+    base = get_base_model(model, config.get("models"))
+    flags = [f"--revision {shlex.quote(base.revision)}"] if revision and base.revision else []
+    if base.stop_tokens:
+        flags.append("--stop-tokens " + " ".join(shlex.quote(token) for token in base.stop_tokens))
+    return " ".join(flags)
 
 
 def data_inputs(tasks):

@@ -12,6 +12,7 @@ rule evaluate:
     params:
         tasks=lambda wildcards: " ".join(CELLS[wildcards.cell].eval_tasks),
         options=evaluation_options(),
+        model_options=lambda wildcards: model_options(CELLS[wildcards.cell].model, revision=False),
         device=lambda wildcards: device(CELLS[wildcards.cell].model),
     threads: lambda wildcards: job_resources(config, CELLS[wildcards.cell].model)["threads"]
     resources:
@@ -28,6 +29,7 @@ rule evaluate:
         """
         python -m klrl evaluate \
             --model results/cells/{wildcards.cell}/train/final \
+            {params.model_options} \
             --train-status {input.status} \
             --tasks {params.tasks} \
             --data-dir results/data \
@@ -49,7 +51,8 @@ rule evaluate_base:
     output:
         "results/base/{model}/eval/results.json",
     params:
-        model=lambda wildcards: model_path(wildcards.model),
+        model=lambda wildcards: model_path(wildcards.model, config.get("models")),
+        model_options=lambda wildcards: model_options(wildcards.model),
         tasks=lambda wildcards: " ".join(BASE_TASKS[wildcards.model]),
         options=evaluation_options(),
         device=lambda wildcards: device(wildcards.model),
@@ -68,6 +71,7 @@ rule evaluate_base:
         """
         python -m klrl evaluate \
             --model {params.model} \
+            {params.model_options} \
             --tasks {params.tasks} \
             --data-dir results/data \
             --out {output} \

@@ -90,6 +90,8 @@ def write_outputs(out: Path, results: dict, tasks: list[str], data_dir: Path, re
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="model folder (a cell's train/final, a base model) or Hub id")
+    parser.add_argument("--revision", help="Hub revision of --model (a branch, tag or commit)")
+    parser.add_argument("--stop-tokens", nargs="*", default=[], metavar="TOKEN", help="tokens that end a completion besides the EOS and the chat template's end of turn")
     parser.add_argument("--tasks", nargs="+", required=True, choices=sorted(TASKS), metavar="TASK", help="klrl task names")
     parser.add_argument("--data-dir", type=Path, required=True, help="folder of prepared tasks (<task>/test.jsonl)")
     parser.add_argument("--out", type=Path, required=True, help="results.json to write; samples/ goes beside it")
@@ -148,6 +150,8 @@ def run(args: argparse.Namespace) -> None:
         seed=args.seed,
         limit=args.limit,
         vllm_memory_fraction=args.vllm_memory_fraction,
+        revision=args.revision,
+        stop_tokens=tuple(args.stop_tokens),
     )
     record = {
         "model": args.model,

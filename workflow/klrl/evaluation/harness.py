@@ -61,7 +61,7 @@ class Decoding:
         return sampling | {"max_gen_toks": self.max_new_tokens, "until": []} | (stops or {})
 
 
-def stop_kwargs(model: str, backend: str) -> dict:
+def stop_kwargs(model: str, backend: str, extra: tuple[str, ...] = (), revision: str | None = None) -> dict:
     """Generation kwargs that end a completion at the model's EOS and end-of-turn tokens
     (klrl.training.prompts.stop_token_ids): transformers' generate takes them as `eos_token_id`
     (a finished row is then padded, and the padding decoded away), vLLM as `stop_token_ids`.
@@ -71,7 +71,7 @@ def stop_kwargs(model: str, backend: str) -> dict:
 
     from klrl.training.prompts import stop_token_ids
 
-    ids = list(stop_token_ids(AutoTokenizer.from_pretrained(model), model))
+    ids = list(stop_token_ids(AutoTokenizer.from_pretrained(model, revision=revision), model, extra, revision))
     return {"eos_token_id": ids} if backend == "hf" else {"stop_token_ids": ids}
 
 
@@ -109,11 +109,12 @@ def _no_env_report():
         lm_eval.evaluator.add_env_info = original
 
 
-def _model_args(backend: str, model: str, device: str, seed: int, vllm_memory_fraction: float) -> dict:
+def _model_args(backend: str, model: str, revision: str | None, device: str, seed: int, vllm_memory_fraction: float) -> dict:
     on_cpu = device == "cpu"
+    pinned = {"revision": revision} if revision else {}
     if backend == "hf":
-        return {"pretrained": model, "device": device, "dtype": "float32" if on_cpu else "auto"}
-    args = {"pretrained": model, "dtype": "float32" if on_cpu else "auto", "seed": seed, "gpu_memory_utilization": vllm_memory_fraction}
+        return {"pretrained": model, "device": device, "dtype": "float32" if on_cpu else "auto"} | pinned
+    args = {"pretrained": model, "dtype": "float32" if on_cpu else "auto", "seed": seed, "gpu_memory_utilization": vllm_memory_fraction} | pinned
     # vLLM's CPU build: no torch.compile warm-up (minutes on CPU for seconds of generation)
     return args | ({"enforce_eager": True} if on_cpu else {})
 
@@ -130,6 +131,8 @@ def evaluate(
     seed: int = 0,
     limit: int | None = None,
     vllm_memory_fraction: float = 0.85,
+    revision: str | None = None,
+    stop_tokens: tuple[str, ...] = (),
 ) -> tuple[dict, dict]:
     """lm-eval's results dict for `tasks` (klrl names), and the timing of each phase in seconds."""
     if backend not in BACKENDS:
@@ -149,8 +152,8 @@ def evaluate(
     mark = time.perf_counter()
     try:
         batching = {"batch_size": batch_size if backend == "hf" else "auto"}  # vLLM schedules its own batches
-        lm = get_model(backend).create_from_arg_obj(_model_args(backend, model, device, seed, vllm_memory_fraction), batching)
-        stops = stop_kwargs(model, backend)
+        lm = get_model(backend).create_from_arg_obj(_model_args(backend, model, revision, device, seed, vllm_memory_fraction), batching)
+        stops = stop_kwargs(model, backend, stop_tokens, revision)
     except (OSError, ValueError, RuntimeError) as error:
         raise ValueError(f"model {model}: the {backend} backend cannot load it ({error})") from error
     for task in loaded.values():

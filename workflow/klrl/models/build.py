@@ -7,7 +7,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from klrl.models import BASE_MODELS, get_base_model
+from klrl.models import BUILT_MODELS, get_base_model
 
 
 def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +31,7 @@ def run_pretrain(args: argparse.Namespace) -> None:
 
 
 def add_convert_arguments(parser: argparse.ArgumentParser) -> None:
-    converted = [name for name, model in BASE_MODELS.items() if model.build == "convert"]
+    converted = [name for name, model in BUILT_MODELS.items() if model.build == "convert"]
     parser.add_argument("--model", required=True, choices=converted, help="base model to convert")
     parser.add_argument("--out", type=Path, required=True, help="model folder to write")
 

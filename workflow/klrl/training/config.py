@@ -36,6 +36,8 @@ class TrainConfig:
     train_data: str = _help("prepared train split (JSONL from `klrl prepare-data`)")
     eval_data: str = _help("prepared held-out in-domain split for the periodic evaluation")
     reward: str = _help("reward name in klrl.rewards (the task's)")
+    base_revision: str | None = _help("the Hub revision (branch, tag or commit) of base_model (None: the default branch)", None)
+    stop_tokens: tuple[str, ...] = _help("tokens that end a completion besides the EOS and the chat template's end of turn", factory=tuple)
     # the KL penalty
     kl: KLConfig = _help(
         f"the KL penalty: name (a standard name of klrl.kl, e.g. k1-reward), beta (β) and the options {', '.join(KL_OPTIONS)} (klrl.choices.KLConfig)",
@@ -129,7 +131,7 @@ class TrainConfig:
     def to_dict(self) -> dict:
         """Plain values, the form of a settings file: `kl` as its settings mapping, tuples as lists."""
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return values | {"kl": self.kl.settings(), "adam_betas": list(self.adam_betas)}
+        return values | {"kl": self.kl.settings(), "adam_betas": list(self.adam_betas), "stop_tokens": list(self.stop_tokens)}
 
     def params(self) -> dict:
         """Flat key → value pairs for MLflow: the KL configuration as `kl` (its name), `beta` and `kl.<option>`."""

@@ -59,19 +59,27 @@ def encode_prompts(tokenizer, prompts: list[str]) -> list[list[int]]:
     return [tokenizer.encode(p) for p in prompts]
 
 
-def stop_token_ids(tokenizer, model_dir: str | Path | None = None) -> tuple[int, ...]:
-    """The ids that end a completion: the EOS, the generation config's EOS ids (of `model_dir`,
-    when it has a generation_config.json) and each end-of-turn token the chat template uses.
-    The first is the tokenizer's EOS (the padding of last resort)."""
+def stop_token_ids(tokenizer, model: str | Path | None = None, extra: tuple[str, ...] = (), revision: str | None = None) -> tuple[int, ...]:
+    """The ids that end a completion: the EOS, the generation config's EOS ids (of the model
+    folder or Hub id `model`, when it has one), each end-of-turn token the chat template uses,
+    and the `extra` tokens a config declares for the model. The first is the tokenizer's EOS
+    (the padding of last resort); an extra token the tokenizer does not know is an error."""
     ids = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
-    if model_dir is not None and (Path(model_dir) / "generation_config.json").is_file():
+    if model is not None:
         from transformers import GenerationConfig
 
-        configured = GenerationConfig.from_pretrained(model_dir).eos_token_id
+        try:
+            configured = GenerationConfig.from_pretrained(model, revision=revision).eos_token_id
+        except OSError:  # no generation_config.json
+            configured = None
         ids += configured if isinstance(configured, list) else [configured] if configured is not None else []
     template = tokenizer.chat_template if isinstance(tokenizer.chat_template, str) else ""
     vocabulary = tokenizer.get_vocab()
     ids += [vocabulary[token] for token in END_OF_TURN_TOKENS if token in template and token in vocabulary]
+    unknown = [token for token in extra if token not in vocabulary]
+    if unknown:
+        raise ValueError(f"stop token {unknown[0]!r} is not in the tokenizer's vocabulary")
+    ids += [vocabulary[token] for token in extra]
     unique = tuple(dict.fromkeys(ids))
     if not unique:
         raise ValueError("the tokenizer has no EOS token and its chat template no known end-of-turn token")

@@ -98,7 +98,7 @@ class Trainer:
         self.device = self.procs.device
         self.tracker = (tracker or Tracker()) if self.procs.is_main else Tracker()
         self.rows = self._local_rows()
-        self.tokenizer = AutoTokenizer.from_pretrained(config.base_model)
+        self.tokenizer = AutoTokenizer.from_pretrained(config.base_model, revision=config.base_revision)
         self.policy = self._model(trainable=True)
         self.reference = self._model(offload=config.reference_offload)
         self.behaviour = self._model() if config.async_lag else None
@@ -111,7 +111,7 @@ class Trainer:
         )
         self.schedule = PromptSchedule(read_split(Path(config.train_data)), config.prompts_per_step, config.seed)
         self.eval_rows = read_split(Path(config.eval_data))[: config.eval_size]
-        stops = stop_token_ids(self.tokenizer, config.base_model)
+        stops = stop_token_ids(self.tokenizer, config.base_model, config.stop_tokens, config.base_revision)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else stops[0]
         self.sampler = self._make_sampler(stops, pad)
         self.history: deque[dict] = deque(maxlen=config.async_lag + 1)  # θ_{t−k} … θ_t (local shards)
@@ -147,7 +147,7 @@ class Trainer:
     def _model(self, trainable: bool = False, offload: bool = False) -> torch.nn.Module:
         """The base model in float32 on this process's device, sharded in distributed mode;
         frozen unless trainable."""
-        model = AutoModelForCausalLM.from_pretrained(self.config.base_model, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(self.config.base_model, revision=self.config.base_revision, dtype=torch.float32)
         if not trainable:
             model.eval().requires_grad_(False)
         elif self.config.activation_checkpointing:
