@@ -1,9 +1,9 @@
 """The exact relative gradient bias ‖E[ĝ] − ∇KL‖ / ‖∇KL‖ and the relative standard deviation of a
-batch estimate for each KL configuration, on- and off-policy, on the tabular policy where every
-sequence is enumerated (results/tables/toy_bias.csv). Linear axes: a bias of exactly 0 is marked
+batch estimate for each KL configuration, on- and off-policy, on the tabular policy (3 symbols,
+4 steps) where every sequence is enumerated (results/tables/toy_bias.csv). Linear axes: a bias of exactly 0 is marked
 "0". The claim: on-policy only K1 in the reward and the "both" placements are unbiased; off-policy
-only sequence- or prefix-level importance sampling stays unbiased. Cells: none (the toy study).
-Scale: toy (V=3, T=4)."""
+only sequence- or prefix-level importance sampling stays unbiased. Cells: none (the toy study, always
+at toy scale)."""
 
 import numpy as np
 from matplotlib.patches import Patch
