@@ -72,7 +72,7 @@ def write_grid(out: Path) -> Path:
             entropy = 1.2 - 0.02 * step * (1.5 if cell.kl == "none" else 1.0) + rng.normal(0, 0.03)
             forward = 0.01 * step * (0.5 if cell.kl in ("k3-loss", "k1-reward") else 1.0) + abs(rng.normal(0, 0.02))
             reverse = 0.012 * step * (0.4 if cell.kl == "k1-reward" else 1.0) + abs(rng.normal(0, 0.02))
-            records.append({"step": step, "eval/pass@1": float("nan") if (step == 20 and cell.kl == "k3-loss" and cell.seed == 0) else value,
+            records.append({"step": step, "periodic_eval/pass@1": float("nan") if (step == 20 and cell.kl == "k3-loss" and cell.seed == 0) else value,
                             "rollout/accuracy": min(1.0, value + 0.1), "exact/entropy_token": entropy,
                             "exact/forward_kl_seq": forward, "exact/reverse_kl_seq": reverse})
         (train / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))

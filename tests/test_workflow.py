@@ -328,10 +328,10 @@ def test_every_cell_is_in_mlflow_and_the_ui_shows_the_runs(ci_run, mlflow_server
         assert {key: tags[key] for key in ("model", "kl", "beta", "policy", "seed")} == {
             key: str(value) for key, value in parse_cell_id(cell).items()
         }
-        assert {"rollout/reward_mean", "kl/k1", "eval/pass_at_1", "eval/arith/pass_at_1", "eval/arith-long/pass_at_1"} <= metrics
+        assert {"rollout/reward_mean", "kl/k1", "periodic_eval/pass_at_1", "final_eval/arith/pass_at_1", "final_eval/arith-long/pass_at_1"} <= metrics
         assert params["kl"] == parse_cell_id(cell)["kl"] and params["steps"] == "3"
         assert run["info"]["status"] == "FINISHED"
-    assert "eval/arith/pass_at_1" in {m["key"] for m in by_name["base/tiny"]["data"]["metrics"]}
+    assert "final_eval/arith/pass_at_1" in {m["key"] for m in by_name["base/tiny"]["data"]["metrics"]}
     for folder, expected in (("tables", "main.csv"), ("figures", "k1_loss_beta.png")):
         query = f"run_id={parent}&path={folder}"
         with urllib.request.urlopen(f"{mlflow_server}/api/2.0/mlflow/artifacts/list?{query}", timeout=30) as response:

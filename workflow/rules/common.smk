@@ -1,4 +1,5 @@
 # Input functions and the expanded grid; the expansion and its checks are klrl.grid's.
+import re
 import shlex
 
 from klrl.grid import base_eval_tasks, expand_grid, job_resources, model_path, train_launcher, used_tasks
@@ -65,3 +66,22 @@ def tracking_options():
     if not tracking.get("enabled", True):
         return "--off"
     return f"--uri {shlex.quote(tracking.get('uri', 'sqlite:///results/mlflow.db'))}"
+
+
+def unknown_cell(wildcards):
+    """Fails the DAG for a path under results/cells/ of no cell of this config, naming the closest."""
+    from klrl.cells import unknown_cell_message
+
+    raise ValueError(unknown_cell_message(wildcards.unknown_cell, CELLS))
+
+
+# Only for a name that is no cell: asking for results/cells/<typo>/... says which cells are close,
+# instead of Snakemake's generic "no rule to produce".
+rule unknown_cell:
+    input:
+        unknown_cell,
+    output:
+        "results/cells/{unknown_cell}/{path}",
+    wildcard_constraints:
+        unknown_cell="(?!(?:" + "|".join(re.escape(cell) for cell in CELLS) + ")/)[^/]+",
+        path=".+",

@@ -146,3 +146,17 @@ def load_config(path: Path | None, overrides: list[str] = ()) -> TrainConfig:
     if missing:
         raise ValueError(f"train config: missing required key {missing[0]!r} ({_field_help(missing[0])})")
     return TrainConfig(**values)
+
+
+def config_keys_help() -> str:
+    """Every TrainConfig key with its meaning and default, for `klrl train --help`."""
+    lines = ["config keys (a --config YAML file, or --set KEY=VALUE):"]
+    for f in dataclasses.fields(TrainConfig):
+        if f.default is not dataclasses.MISSING:
+            default = f" (default: {f.default})"
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f" (default: {f.default_factory()})"
+        else:
+            default = " (required)"
+        lines.append(f"  {f.name}: {f.metadata['help']}{default}")
+    return "\n".join(lines)
