@@ -6,9 +6,10 @@ from snakemake.utils import min_version, validate
 min_version("9.0")
 
 
-# The default config only when none is given: Snakemake would otherwise merge a --configfile
-# into it key by key, and the default grid's settings would leak into other configs.
-if not config:
+# The default config unless a --configfile is given: Snakemake would otherwise merge a
+# --configfile into it key by key, and the default grid's settings would leak into other configs.
+# `--config key=value` alone overrides keys of the default config.
+if not workflow.overwrite_configfiles:
 
     configfile: "config/config.yaml"
 

@@ -140,6 +140,21 @@ def test_a_bad_config_stops_snakemake_before_any_job(tmp_path, edit, message):
     assert not (folder / "results").exists()
 
 
+def test_config_overrides_apply_on_top_of_the_default_config(tmp_path):
+    folder = _copy_workflow(tmp_path)
+    result = _snakemake(folder, "-n", "-p", "--config", "experiment=override", "--", "results/mlflow/override.runs.json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    default_cells = expand_grid(_config("config"))
+    assert f"--cells {' '.join(f'{c.group}:{c.id}' for c in default_cells.values())}" in " ".join(result.stdout.split())
+
+
+def test_an_unknown_cell_path_names_the_closest_cells(tmp_path):
+    folder = _copy_workflow(tmp_path)
+    result = _snakemake(folder, "-n", "--configfile", "config/test.yaml", "--", "results/cells/tiny__k1-reward__b0.1__on__s5/eval/results.json")
+    assert result.returncode != 0
+    assert "'tiny__k1-reward__b0.1__on__s5' is not a cell of this config; closest: tiny__k1-reward__b0.1__on__s0" in result.stdout + result.stderr
+
+
 def test_the_paper_config_dry_runs_to_its_grid(tmp_path):
     folder = _copy_workflow(tmp_path)
     cells = expand_grid(_config("paper"))
