@@ -17,6 +17,9 @@ if not workflow.overwrite_configfiles:
 validate(config, "workflow/schemas/config.schema.yaml")
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/models.smk"

@@ -377,3 +377,4 @@ def test_the_html_report_holds_the_tables(ci_run):
     report = (ci_run / "results" / "report.html").read_text()
     assert "scores.csv" in report and "bias.csv" in report
     assert "Cells: every on-policy k1-loss, k1-reward and none cell. Scale: toy." in report  # the figure's caption
+    assert "klrl reproduces" in report and "klrl-ci-test" in report  # the workflow description (workflow/report/workflow.rst)

@@ -177,7 +177,7 @@ def table1_rows(results: Results, toy_bias: pd.DataFrame | None) -> list[dict]:
     return rows
 
 
-# The paper's published findings (PAPER.md) that a grid can be compared with.
+# The paper's published findings (docs/paper.md) that a grid can be compared with.
 PAPER_FINDINGS = (
     ("k1-loss", "on", "pass@1 below 0.1 for β ≥ 0.3 (unstable)", "in", lambda b: b >= 0.3),
     ("k3-reward", "on", "collapse at every β", "in", lambda b: True),
