@@ -29,6 +29,7 @@ include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/toy.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/unknown_cell.smk"
 
 
 rule all:

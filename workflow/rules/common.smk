@@ -1,6 +1,8 @@
 # Input functions and the expanded grid; the expansion and its checks are klrl.grid's.
+import ast
 import re
 import shlex
+from pathlib import Path
 
 from klrl.grid import base_eval_tasks, expand_grid, job_resources, model_path, train_launcher, used_tasks
 from klrl.models import get_base_model
@@ -75,13 +77,6 @@ def unknown_cell(wildcards):
     raise ValueError(unknown_cell_message(wildcards.unknown_cell, CELLS))
 
 
-# Only for a name that is no cell: asking for results/cells/<typo>/... says which cells are close,
-# instead of Snakemake's generic "no rule to produce".
-rule unknown_cell:
-    input:
-        unknown_cell,
-    output:
-        "results/cells/{unknown_cell}/{path}",
-    wildcard_constraints:
-        unknown_cell="(?!(?:" + "|".join(re.escape(cell) for cell in CELLS) + ")/)[^/]+",
-        path=".+",
+def figure_caption(wildcards):
+    """The figure script's docstring, for the report."""
+    return ast.get_docstring(ast.parse(Path(f"paper_figures/{wildcards.figure}.py").read_text()))

@@ -1,21 +1,14 @@
 # One script per figure in paper_figures/ (every .py there but the helpers the scripts import),
 # each reading only results/tables/; the figures then go to the grid's MLflow run. A figure is
 # rebuilt when its script, a helper or a table changes (all are inputs, as relative paths, so
-# moving the checkout changes nothing). Its report caption is its script's docstring.
-import ast
-from pathlib import Path
-
+# moving the checkout changes nothing). Its report caption is its script's docstring
+# (common.smk's figure_caption).
 FIGURE_HELPERS = ["style", "bars"]
 FIGURES = sorted(set(glob_wildcards("paper_figures/{figure}.py").figure) - set(FIGURE_HELPERS))
 
 
 wildcard_constraints:
     figure="|".join(FIGURES),
-
-
-def figure_caption(wildcards):
-    """The figure script's docstring, for the report."""
-    return ast.get_docstring(ast.parse(Path(f"paper_figures/{wildcards.figure}.py").read_text()))
 
 
 rule figure:
