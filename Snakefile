@@ -6,14 +6,18 @@ from snakemake.utils import min_version, validate
 min_version("9.0")
 
 
-# The default config only when none is given: Snakemake would otherwise merge a --configfile
-# into it key by key, and the default grid's settings would leak into other configs.
-if not config:
+# The default config unless a --configfile is given: Snakemake would otherwise merge a
+# --configfile into it key by key, and the default grid's settings would leak into other configs.
+# `--config key=value` alone overrides keys of the default config.
+if not workflow.overwrite_configfiles:
 
     configfile: "config/config.yaml"
 
 
 validate(config, "workflow/schemas/config.schema.yaml")
+
+
+report: "workflow/report/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
@@ -25,6 +29,7 @@ include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/toy.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/unknown_cell.smk"
 
 
 rule all:

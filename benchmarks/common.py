@@ -17,7 +17,7 @@ import torch
 from klrl.models.tiny import TinyConfig, build_model, build_tokenizer
 from klrl.tasks.data import prepare
 
-# The default tiny architecture (klrl.models.tiny) and a larger one, as in shared/PERF.md.
+# The default tiny architecture (klrl.models.tiny) and a larger one, as in docs/performance.md.
 SIZES = {
     "1M": {"hidden": 128, "layers": 4, "heads": 2, "intermediate": 512},
     "6M": {"hidden": 256, "layers": 6, "heads": 4, "intermediate": 1024},

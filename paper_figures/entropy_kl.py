@@ -1,12 +1,18 @@
-"""Token entropy of the policy and the exact sequence-level forward KL(πref‖πθ) and reverse
-KL(πθ‖πref) against step (seed mean), on-policy, per configuration at its largest β.
-Cells: every on-policy cell at the largest β of its configuration, and none."""
+"""Token entropy and the exact sequence-level forward KL(πref‖πθ) and reverse KL(πθ‖πref) to the
+base against training step, on-policy, for the four gradients the placements give: none (no KL),
+K1 in the reward (the sequence-level reverse-KL gradient), K3 in the loss (a token-level forward-KL
+gradient) and K1 in the loss (zero in expectation), each at its largest β. The claim: each
+placement restrains the divergence its gradient targets. Cells: the on-policy none, k1-reward,
+k3-loss and k1-loss cells at the largest β of each."""
 
-from style import arguments, curve_figure, read
+from style import arguments, curve_figure, read_curves
 
+CONFIGS = ("none", "k1-reward", "k3-loss", "k1-loss")
 args = arguments(__doc__)
-curves = read(args.tables, "curves")
-on = curves[curves["policy"] == "on"]
-selection = sorted({(kl, on.loc[on["kl"] == kl, "beta"].max(), "on") for kl in set(on["kl"])})
-panels = [("entropy", "token entropy"), ("forward_kl", "forward KL (sequence)"), ("reverse_kl", "reverse KL (sequence)")]
-curve_figure(curves, selection, panels, "entropy and KL to the base (on-policy)", args.out, "entropy_kl")
+curves = read_curves(args.tables)
+on = curves[(curves["policy"] == "on") & curves["kl"].isin(CONFIGS)]
+selection = [(kl, on.loc[on["kl"] == kl, "beta"].max(), "on") for kl in CONFIGS if (on["kl"] == kl).any()]
+panels = [("entropy", "token entropy"), ("forward_kl", "forward KL(πref‖πθ), sequence"), ("reverse_kl", "reverse KL(πθ‖πref), sequence")]
+curve_figure(curves, selection, panels,
+             "Each placement restrains the divergence its gradient targets: K1 in the reward the reverse KL, K3 in the loss the forward KL",
+             args.out, "entropy_kl")

@@ -40,7 +40,7 @@ def _write_cell(root: Path, cell: str, status: str, curve: list[float], per_task
     train.mkdir(parents=True)
     (train / "status.json").write_text(json.dumps({"status": status, "step": 10 * (len(curve) - 1), "reason": ""}))
     (train / "config.yaml").write_text(yaml.safe_dump({"train_data": "results/data/arith/train.jsonl"}))
-    records = [{"step": 10 * i, "eval/pass@1": value, "rollout/accuracy": value, "exact/entropy_token": float("nan") if value < 0.1 else 0.5}
+    records = [{"step": 10 * i, "periodic_eval/pass@1": value, "rollout/accuracy": value, "exact/entropy_token": float("nan") if value < 0.1 else 0.5}
                for i, value in enumerate(curve)]
     (train / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     if per_task is not None:

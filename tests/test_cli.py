@@ -20,6 +20,32 @@ def test_help_lists_the_verbs():
         assert verb in result.stdout
 
 
+def test_version_is_the_package_version(repo_root):
+    result = _klrl("--version")
+    declared = next(line.split('"')[1] for line in (repo_root / "pyproject.toml").read_text().splitlines() if line.startswith("version ="))
+    assert result.stdout.strip() == f"python -m klrl {declared}"
+
+
+def test_help_shows_defaults_and_train_help_lists_every_config_key():
+    from dataclasses import fields
+
+    from klrl.training.config import TrainConfig
+
+    assert "(default: figures)" in _klrl("track-files", "--help").stdout
+    text = _klrl("train", "--help").stdout
+    for field in fields(TrainConfig):
+        assert f"  {field.name}: {field.metadata['help']}" in text
+    assert "  lr: AdamW learning rate (default: 0.0001)" in text
+
+
+def test_cells_lists_the_grid_and_suggests_close_ids_for_a_typo(repo_root):
+    listed = _klrl("cells", "--config", "config/test.yaml", cwd=repo_root)
+    assert listed.stdout.splitlines() == ["tiny__k1-reward__b0.1__on__s0\ton-policy", "tiny__k3-loss__b0.1__off__s0\toff-policy"]
+    typo = _klrl("cells", "--config", "config/test.yaml", "tiny__k1-reward__b0.1__on__s1", cwd=repo_root)
+    assert typo.returncode == 1
+    assert "'tiny__k1-reward__b0.1__on__s1' is not a cell of this config; closest: tiny__k1-reward__b0.1__on__s0" in typo.stderr
+
+
 def test_describe_rejects_an_unknown_configuration():
     result = _klrl("describe", "k4-reward")
     assert result.returncode != 0

@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 
 PARITY_CLI = Path(__file__).with_name("parity_klrl.py")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-COMPARED = ("loss/total", "loss/kl", "loss/policy", "kl/k1", "kl/k2", "kl/k3", "optim/grad_norm", "rollout/reward_mean", "eval/pass@1")
+COMPARED = ("loss/total", "loss/kl", "loss/policy", "kl/k1", "kl/k2", "kl/k3", "optim/grad_norm", "rollout/reward_mean", "periodic_eval/pass@1")
 
 
 def _settings(tiny_base, arith_data, kl="none", beta=0.0, kl_options=None, **overrides) -> dict:

@@ -166,7 +166,7 @@ def test_scores_and_files_reach_the_cells_mlflow_run(tiny_base, eval_data, tmp_p
     )  # fmt: skip
     run(args)
     metrics = client.get_run(mlflow_run.info.run_id).data.metrics
-    assert metrics["eval/arith/pass_at_1"] == json.loads(out.read_text())["tasks"]["arith"]["pass@1"]
+    assert metrics["final_eval/arith/pass_at_1"] == json.loads(out.read_text())["tasks"]["arith"]["pass@1"]
     artifacts = {a.path for a in client.list_artifacts(mlflow_run.info.run_id, "eval")}
     assert artifacts == {"eval/results.json", "eval/samples"}
 

@@ -1,4 +1,4 @@
-"""The PAPER.md gradient table, checked exactly by enumerating every sequence of a tabular policy."""
+"""The gradient table of docs/paper.md, checked exactly by enumerating every sequence of a tabular policy."""
 
 import pytest
 import torch

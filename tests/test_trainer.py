@@ -251,7 +251,7 @@ def test_metrics_reach_mlflow_when_tracking_is_on(tiny_base, arith_data, tmp_pat
     assert [m.step for m in history] == [0, 1]
     assert client.get_run(run.info.run_id).data.params["kl"] == "k1-reward"
     assert {a.path for a in client.list_artifacts(run.info.run_id)} >= {"metrics.jsonl", "status.json", "config.yaml"}
-    assert [m.step for m in client.get_metric_history(run.info.run_id, "eval/pass_at_1")] == [0, 2]
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "periodic_eval/pass_at_1")] == [0, 2]
 
 
 def test_every_step_and_purpose_gets_its_own_sampling_seed():

@@ -145,6 +145,21 @@ def test_a_bad_config_stops_snakemake_before_any_job(tmp_path, edit, message):
     assert not (folder / "results").exists()
 
 
+def test_config_overrides_apply_on_top_of_the_default_config(tmp_path):
+    folder = _copy_workflow(tmp_path)
+    result = _snakemake(folder, "-n", "-p", "--config", "experiment=override", "--", "results/mlflow/override.runs.json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    default_cells = expand_grid(_config("config"))
+    assert f"--cells {' '.join(f'{c.group}:{c.id}' for c in default_cells.values())}" in " ".join(result.stdout.split())
+
+
+def test_an_unknown_cell_path_names_the_closest_cells(tmp_path):
+    folder = _copy_workflow(tmp_path)
+    result = _snakemake(folder, "-n", "--configfile", "config/test.yaml", "--", "results/cells/tiny__k1-reward__b0.1__on__s5/eval/results.json")
+    assert result.returncode != 0
+    assert "'tiny__k1-reward__b0.1__on__s5' is not a cell of this config; closest: tiny__k1-reward__b0.1__on__s0" in result.stdout + result.stderr
+
+
 def test_the_paper_config_dry_runs_to_its_grid(tmp_path):
     folder = _copy_workflow(tmp_path)
     cells = expand_grid(_config("paper"))
@@ -334,10 +349,10 @@ def test_every_cell_is_in_mlflow_and_the_ui_shows_the_runs(ci_run, mlflow_server
         assert {key: tags[key] for key in ("model", "kl", "beta", "policy", "seed")} == {
             key: str(value) for key, value in parse_cell_id(cell).items()
         }
-        assert {"rollout/reward_mean", "kl/k1", "eval/pass_at_1", "eval/arith/pass_at_1", "eval/arith-long/pass_at_1"} <= metrics
+        assert {"rollout/reward_mean", "kl/k1", "periodic_eval/pass_at_1", "final_eval/arith/pass_at_1", "final_eval/arith-long/pass_at_1"} <= metrics
         assert params["kl"] == parse_cell_id(cell)["kl"] and params["steps"] == "3"
         assert run["info"]["status"] == "FINISHED"
-    assert "eval/arith/pass_at_1" in {m["key"] for m in by_name["base/tiny"]["data"]["metrics"]}
+    assert "final_eval/arith/pass_at_1" in {m["key"] for m in by_name["base/tiny"]["data"]["metrics"]}
     for folder, expected in (("tables", "main.csv"), ("figures", "k1_loss_beta.png")):
         query = f"run_id={parent}&path={folder}"
         with urllib.request.urlopen(f"{mlflow_server}/api/2.0/mlflow/artifacts/list?{query}", timeout=30) as response:
@@ -368,6 +383,7 @@ def test_the_html_report_holds_the_tables(ci_run):
     report = (ci_run / "results" / "report.html").read_text()
     assert "scores.csv" in report and "bias.csv" in report
     assert "Cells: every on-policy k1-loss, k1-reward and none cell. Scale: toy." in report  # the figure's caption
+    assert "klrl reproduces" in report and "klrl-ci-test" in report  # the workflow description (workflow/report/workflow.rst)
 
 
 @pytest.mark.slow

@@ -38,7 +38,7 @@ from klrl.stats import bootstrap_mean_ci
 LIBRARY_KEYS = Path(__file__).with_name("library_keys.yaml")
 CONFIG_KEYS = ("model", "kl", "beta", "policy")
 CURVE_METRICS = {
-    "eval/pass@1": "eval_pass@1",
+    "periodic_eval/pass@1": "eval_pass@1",
     "rollout/accuracy": "train_accuracy",
     "exact/entropy_token": "entropy",
     "exact/forward_kl_seq": "forward_kl",
@@ -155,7 +155,7 @@ def curve_rows(results: Results) -> list[dict]:
 
 
 def _in_domain_curve(results: Results, cell: str) -> list[float]:
-    return [record["eval/pass@1"] for record in results.metrics(cell) if "eval/pass@1" in record]
+    return [record["periodic_eval/pass@1"] for record in results.metrics(cell) if "periodic_eval/pass@1" in record]
 
 
 def table1_rows(results: Results, toy_bias: pd.DataFrame | None) -> list[dict]:
@@ -177,7 +177,7 @@ def table1_rows(results: Results, toy_bias: pd.DataFrame | None) -> list[dict]:
     return rows
 
 
-# The paper's published findings (PAPER.md) that a grid can be compared with.
+# The paper's published findings (docs/paper.md) that a grid can be compared with.
 PAPER_FINDINGS = (
     ("k1-loss", "on", "pass@1 below 0.1 for β ≥ 0.3 (unstable)", "in", lambda b: b >= 0.3),
     ("k3-reward", "on", "collapse at every β", "in", lambda b: True),

@@ -7,7 +7,7 @@
     stable     neither: it ended within DROP of its best
     missing    the cell has not finished training
 
-The periodic pass@1 is the trainer's (`eval/pass@1` in metrics.jsonl, the same held-out subset at
+The periodic pass@1 is the trainer's (`periodic_eval/pass@1` in metrics.jsonl, the same held-out subset at
 every evaluation, step 0 being the base); the final value is its last one.
 """
 

@@ -8,7 +8,7 @@ from klrl.kl import STANDARD_NAMES, KLConfig, claims_markdown
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("names", nargs="*", default=list(STANDARD_NAMES), help="configurations (default: all standard)")
+    parser.add_argument("names", nargs="*", default=list(STANDARD_NAMES), help="configurations")
 
 
 def run(args: argparse.Namespace) -> None:

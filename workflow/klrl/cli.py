@@ -32,18 +32,40 @@ VERBS = {
     "track-grid": Verb("klrl.track_grid", "create a grid's MLflow experiment and runs, once, before its jobs"),
     "track-files": Verb("klrl.track_grid", "attach files (the figures) to a grid's MLflow run", "add_files_arguments", "run_files"),
     "aggregate": Verb("klrl.aggregate", "collect every cell's results into tables"),
+    "cells": Verb("klrl.cells", "list a config's cell ids, or check that a name is one (suggesting close matches)"),
     "convert-base": Verb(
         "klrl.models.build", "convert a packaged model (SmolLM2) to a Hugging Face folder", "add_convert_arguments", "run_convert"
     ),
 }
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Every option's default in --help (not for required options and unset ones); descriptions
+    and epilogs (train's config keys) as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.required or action.default in (None, False, []):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("klrl")
+    except PackageNotFoundError:
+        return "unknown (not installed; run from the checkout)"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="python -m klrl", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m klrl", description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     for name, verb in VERBS.items():
-        sub = verbs.add_parser(name, help=verb.help, description=verb.help)
+        sub = verbs.add_parser(name, help=verb.help, description=verb.help, formatter_class=HelpFormatter)
         if name in argv:
             module = importlib.import_module(verb.module)
             getattr(module, verb.add_arguments)(sub)

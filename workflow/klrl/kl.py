@@ -2,7 +2,7 @@
 
 Every KL term the trainer uses comes from `kl_terms`; nothing else computes one.
 
-Notation (PAPER.md). For completion token t of y ~ q(·|x):
+Notation (docs/paper.md). For completion token t of y ~ q(·|x):
     δ_t = log πθ(y_t|x,y<t) − log πref(y_t|x,y<t),   ρ_t = exp(−δ_t)
     K1_t = δ_t      K2_t = ½ δ_t²      K3_t = ρ_t − 1 + δ_t
 A sequence estimate is the masked sum over tokens: K̂ = Σ_t K̂_t.

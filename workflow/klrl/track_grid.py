@@ -1,6 +1,9 @@
 """`klrl track-grid`: the MLflow side of a grid, created once before any job runs.
 
-One experiment per config file; in it a parent run `grid` and, as its children
+One experiment per config file, named `klrl-<experiment>` (never to be confused with MLflow's
+built-in `Default`) and tagged `mlflow.experimentKind: custom_model_development`, so that MLflow's
+UI (3.x) opens it on its runs table rather than on the GenAI traces overview. In it a parent run
+`grid` and, as its children
 (`mlflow.parentRunId`), one run per cell and one per base model (`base/<model>`), tagged with
 model, KL configuration, β, policy mode and seed. Jobs then only log into their run, found in
 the runs file this writes (`Tracker.from_runs_file`). Creating the store, the experiment and
@@ -23,17 +26,32 @@ from pathlib import Path
 from klrl.grid import parse_cell_id
 
 KEY_TAG = "klrl.key"
+EXPERIMENT_PREFIX = "klrl-"
+# The experiment tag MLflow's UI reads to choose its layout; this value opens the runs table.
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 ARTIFACTS = Path("results") / "mlartifacts"
+
+
+def mlflow_experiment_name(experiment: str) -> str:
+    """The MLflow experiment of a config's `experiment`.
+
+    >>> mlflow_experiment_name("default")
+    'klrl-default'
+    """
+    return f"{EXPERIMENT_PREFIX}{experiment}"
 
 
 def _experiment_id(client, name: str, uri: str) -> str:
     experiment = client.get_experiment_by_name(name)
     if experiment is not None:
+        for key, value in EXPERIMENT_KIND.items():
+            if experiment.tags.get(key) != value:
+                client.set_experiment_tag(experiment.experiment_id, key, value)
         return experiment.experiment_id
     location = None
     if uri.startswith("sqlite:") or "://" not in uri:
         location = (ARTIFACTS / name).resolve().as_uri()
-    return client.create_experiment(name, artifact_location=location)
+    return client.create_experiment(name, artifact_location=location, tags=EXPERIMENT_KIND)
 
 
 def _existing_runs(client, experiment_id: str) -> dict[str, str]:
@@ -67,7 +85,7 @@ def track_grid(experiment: str, uri: str | None, keys: list[str], out: Path, gro
         if uri.startswith("sqlite:///"):
             Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         client = MlflowClient(uri)
-        experiment_id = _experiment_id(client, experiment, uri)
+        experiment_id = _experiment_id(client, mlflow_experiment_name(experiment), uri)
         runs = _existing_runs(client, experiment_id)
         if "grid" not in runs:
             runs["grid"] = client.create_run(experiment_id, run_name="grid", tags={KEY_TAG: "grid"}).info.run_id
@@ -84,7 +102,7 @@ def track_grid(experiment: str, uri: str | None, keys: list[str], out: Path, gro
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--experiment", required=True, help="MLflow experiment (one per config file)")
+    parser.add_argument("--experiment", required=True, help="the config's experiment; its MLflow experiment is klrl-<experiment>")
     parser.add_argument("--uri", default="", help="tracking store when MLFLOW_TRACKING_URI is unset; '' with --off")
     parser.add_argument("--off", action="store_true", help="tracking off: write a runs file that disables it")
     parser.add_argument("--cells", nargs="*", default=[], metavar="GROUP:CELL", help="cells, each as group:cell-id")
@@ -98,12 +116,12 @@ def run(args: argparse.Namespace) -> None:
     keys = list(groups) + [f"base/{model}" for model in args.bases]
     record = track_grid(args.experiment, uri, keys, args.out, groups)
     where = record["tracking_uri"] or "off"
-    print(f"{args.out}: {len(record['runs'])} runs in experiment {args.experiment!r} ({where})")
+    print(f"{args.out}: {len(record['runs'])} runs in experiment {mlflow_experiment_name(args.experiment)!r} ({where})")
 
 
 def add_files_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mlflow-runs", type=Path, required=True, help="the grid's runs file")
-    parser.add_argument("--key", default="grid", help="the run to attach to (default: the grid's parent run)")
+    parser.add_argument("--mlflow-key", default="grid", help="the run to attach to in --mlflow-runs: the grid's parent run, a cell id or base/<model>")
     parser.add_argument("--artifact-path", default="figures", help="folder in the run's artifacts")
     parser.add_argument("--marker", type=Path, required=True, help="file written when done (the workflow's output)")
     parser.add_argument("files", nargs="+", type=Path, help="files to attach")
@@ -112,8 +130,8 @@ def add_files_arguments(parser: argparse.ArgumentParser) -> None:
 def run_files(args: argparse.Namespace) -> None:
     from klrl.training.tracking import Tracker
 
-    tracker = Tracker.from_runs_file(args.mlflow_runs, args.key)
+    tracker = Tracker.from_runs_file(args.mlflow_runs, args.mlflow_key)
     for path in args.files:
         tracker.log_artifact(path, args.artifact_path)
     args.marker.write_text("".join(f"{path}\n" for path in args.files))
-    print(f"{len(args.files)} files → run {args.key!r} ({args.artifact_path}/)")
+    print(f"{len(args.files)} files → run {args.mlflow_key!r} ({args.artifact_path}/)")

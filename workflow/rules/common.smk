@@ -1,5 +1,8 @@
 # Input functions and the expanded grid; the expansion and its checks are klrl.grid's.
+import ast
+import re
 import shlex
+from pathlib import Path
 
 from klrl.grid import base_eval_tasks, expand_grid, job_resources, model_path, settings_json, train_launcher, used_tasks
 from klrl.models import get_base_model
@@ -69,3 +72,15 @@ def tracking_options():
     if not tracking.get("enabled", True):
         return "--off"
     return f"--uri {shlex.quote(tracking.get('uri', 'sqlite:///results/mlflow.db'))}"
+
+
+def unknown_cell(wildcards):
+    """Fails the DAG for a path under results/cells/ of no cell of this config, naming the closest."""
+    from klrl.cells import unknown_cell_message
+
+    raise ValueError(unknown_cell_message(wildcards.unknown_cell, CELLS))
+
+
+def figure_caption(wildcards):
+    """The figure script's docstring, for the report."""
+    return ast.get_docstring(ast.parse(Path(f"paper_figures/{wildcards.figure}.py").read_text()))

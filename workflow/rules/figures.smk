@@ -1,16 +1,10 @@
-# One script per figure in paper_figures/, each reading only results/tables/; the figures then
-# go to the grid's MLflow run.
-
-FIGURES = [
-    "toy_bias",
-    "k1_loss_beta",
-    "k3_reward_collapse",
-    "k3_loss_vs_k1_reward",
-    "benchmark_bars",
-    "both_placements",
-    "off_policy_curves",
-    "entropy_kl",
-]
+# One script per figure in paper_figures/ (every .py there but the helpers the scripts import),
+# each reading only results/tables/; the figures then go to the grid's MLflow run. A figure is
+# rebuilt when its script, a helper or a table changes (all are inputs, as relative paths, so
+# moving the checkout changes nothing). Its report caption is its script's docstring
+# (common.smk's figure_caption).
+FIGURE_HELPERS = ["style", "bars"]
+FIGURES = sorted(set(glob_wildcards("paper_figures/{figure}.py").figure) - set(FIGURE_HELPERS))
 
 
 wildcard_constraints:
@@ -19,14 +13,14 @@ wildcard_constraints:
 
 rule figure:
     input:
-        "results/tables/main.csv",
-        "results/tables/curves.csv",
-        "results/tables/toy_bias.csv",
+        script="paper_figures/{figure}.py",
+        helpers=expand("paper_figures/{helper}.py", helper=FIGURE_HELPERS),
+        tables=["results/tables/main.csv", "results/tables/curves.csv", "results/tables/scores.csv", "results/tables/toy_bias.csv"],
     output:
         report("paper_figures/{figure}.png", caption="../report/figures.rst", category="Figures"),
         "paper_figures/{figure}.pdf",
     params:
-        script=lambda wildcards: f"{workflow.basedir}/paper_figures/{wildcards.figure}.py",
+        caption=figure_caption,
     log:
         "results/logs/figures/{figure}.log",
     benchmark:
@@ -35,7 +29,7 @@ rule figure:
         "../../envs/klrl.yaml"
     shell:
         """
-        python {params.script} \
+        python {input.script} \
             --tables results/tables \
             --out paper_figures \
             > {log} 2>&1

@@ -10,7 +10,8 @@ Writes, at the paths the workflow names (lm-eval's own tracker names files by da
 results.json is written last, so its presence means the evaluation is complete. Given the cell's
 `--train-status`, it is recorded in results.json; a cell that diverged to non-finite weights is
 not evaluated (results.json then says so, with no scores). With an MLflow
-run id, the scores go to that run as metrics `eval/<task>/pass@1` (and `_stderr`) and both
+run id, the scores go to that run as metrics `final_eval/<task>/pass@1` (and `_stderr`; the
+trainer's periodic held-out score is `periodic_eval/pass@1`) and both
 files as artifacts under `eval/`.
 """
 
@@ -165,9 +166,9 @@ def run(args: argparse.Namespace) -> None:
     tracker = tracker_from_args(args)
     metrics = {}
     for task, score in summary["tasks"].items():
-        metrics[f"eval/{task}/pass@1"] = score["pass@1"]
+        metrics[f"final_eval/{task}/pass@1"] = score["pass@1"]
         if score["stderr"] is not None:
-            metrics[f"eval/{task}/pass@1_stderr"] = score["stderr"]
+            metrics[f"final_eval/{task}/pass@1_stderr"] = score["stderr"]
     tracker.log_metrics(metrics, step=0)
     tracker.log_artifact(args.out, "eval")
     tracker.log_artifact(args.out.parent / "samples", "eval")

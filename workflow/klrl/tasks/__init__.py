@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-# The paper's MATH instruction (PAPER.md), appended to the problem.
+# The paper's MATH instruction (docs/paper.md), appended to the problem.
 MATH_INSTRUCTION = " Place your answer at end exactly inside latex box for example \\boxed{12} or \\boxed{51}."
 
 

@@ -6,15 +6,17 @@ W data-parallel processes (klrl.training.distributed)."""
 from __future__ import annotations
 
 import argparse
+from contextlib import nullcontext
 from pathlib import Path
 
-from klrl.training.config import load_config
+from klrl.training.config import config_keys_help, load_config
 from klrl.training.tracking import add_tracking_arguments, tracker_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, help="YAML file of TrainConfig keys")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a key")
+    parser.epilog = config_keys_help()
+    parser.add_argument("--config", type=Path, help="YAML file of TrainConfig keys (listed below)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a key (listed below)")
     parser.add_argument("--out", type=Path, required=True, help="the cell's train folder")
     add_tracking_arguments(parser)
 
@@ -29,8 +31,10 @@ def run(args: argparse.Namespace) -> None:
         print(f"{args.out}: already finished ({status_file.read_text().strip()}); nothing to do")
         return
     try:
-        trainer = Trainer(config, args.out, tracker_from_args(args))
-        status = trainer.run()
+        tracker = tracker_from_args(args)
+        trainer = Trainer(config, args.out, tracker)
+        with tracker.system_metrics() if trainer.procs.is_main else nullcontext():
+            status = trainer.run()
     finally:
         distributed.teardown()
     if trainer.procs.is_main:

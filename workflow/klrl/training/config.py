@@ -181,3 +181,18 @@ def _apply_override(values: dict, key: str, raw: str) -> None:
     if key not in {f.name for f in dataclasses.fields(TrainConfig)} or key == "kl":
         raise ValueError(f"override {key!r}: unknown train config key (the KL settings are kl.name, kl.beta, kl.<option>)")
     values[key] = parse_text(field_hint(TrainConfig, key), raw, f"train config.{key}")
+
+
+def config_keys_help() -> str:
+    """Every TrainConfig key with its meaning and default, for `klrl train --help`."""
+    lines = ["config keys (a --config JSON/YAML file, or --set KEY=VALUE; the KL settings as --set kl.name=..., kl.beta=..., kl.<option>=...):"]
+    for f in dataclasses.fields(TrainConfig):
+        if f.default is not dataclasses.MISSING:
+            default = f" (default: {f.default})"
+        elif f.default_factory is not dataclasses.MISSING:
+            made = f.default_factory()
+            default = f" (default: {made.settings() if isinstance(made, KLConfig) else made})"
+        else:
+            default = " (required)"
+        lines.append(f"  {f.name}: {f.metadata['help']}{default}")
+    return "\n".join(lines)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -37,6 +38,7 @@ class Tracker:
 
     def __init__(self, run_id: str | None = None, tracking_uri: str | None = None) -> None:
         self.run_id = run_id
+        self.tracking_uri = tracking_uri
         self._client = None
         if run_id:
             from mlflow.tracking import MlflowClient
@@ -67,6 +69,24 @@ class Tracker:
             finite = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)}
             batch = [Metric(key.replace("@", "_at_"), value, 0, step) for key, value in finite.items()]
             self._client.log_batch(self.run_id, metrics=batch)
+
+    @contextmanager
+    def system_metrics(self, interval_s: float = 10.0):
+        """MLflow's system metrics of this machine (`system/cpu_utilization_percentage`, memory,
+        disk, network and, with pynvml, GPU) every `interval_s` seconds while the block runs, into
+        this run; nothing when tracking is off. The sampling thread stops by itself when the run
+        is no longer RUNNING."""
+        if not self._client:
+            yield
+            return
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+        monitor = SystemMetricsMonitor(self.run_id, sampling_interval=interval_s, resume_logging=True, tracking_uri=self.tracking_uri)
+        monitor.start()
+        try:
+            yield
+        finally:
+            monitor.finish()
 
     def set_tag(self, key: str, value: str) -> None:
         if self._client:

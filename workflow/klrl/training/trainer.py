@@ -203,7 +203,7 @@ class Trainer:
         bar = tqdm(total=self.config.steps, initial=self.step, desc=self.out_dir.name, mininterval=2.0, disable=not main)
         status, reason = "completed", ""
         while self.step < self.config.steps:
-            evaluation = {"eval/pass@1": self._evaluate()} if self._due(self.config.eval_every) else {}
+            evaluation = {"periodic_eval/pass@1": self._evaluate()} if self._due(self.config.eval_every) else {}
             record = self._train_step() | evaluation
             record = {"step": record.pop("step")} | self.procs.mean(record)
             accuracies.append(record["rollout/accuracy"])
@@ -221,7 +221,7 @@ class Trainer:
                 self._checkpoint()
         bar.close()
         if status == "completed":
-            self._log(log, {"step": self.step, "eval/pass@1": self._evaluate()})
+            self._log(log, {"step": self.step, "periodic_eval/pass@1": self._evaluate()})
         self._finish(status, reason)
         return status
 

@@ -1,0 +1,69 @@
+"""Every figure drawn from a synthetic default grid (tests/synthetic_grid.py) with no overlapping
+text; the conventions the figures share (paper_figures/style.py): one colour per KL
+configuration, one line style per β, total divergence named in the legend."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from klrl.choices import STANDARD_NAMES
+from synthetic_grid import write_grid
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "paper_figures"))
+import style  # noqa: E402
+
+FIGURES = sorted(p.stem for p in (ROOT / "paper_figures").glob("*.py") if p.stem not in ("style", "bars"))
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory) -> Path:
+    return write_grid(tmp_path_factory.mktemp("grid"))
+
+
+@pytest.mark.parametrize("figure", FIGURES)
+def test_every_figure_renders_without_overlapping_text(tables, figure, tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "paper_figures" / f"{figure}.py"), "--tables", str(tables), "--out", str(tmp_path)],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "overlapping text" not in result.stderr, result.stderr
+    assert (tmp_path / f"{figure}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / f"{figure}.pdf").read_bytes()[:5] == b"%PDF-"
+
+
+def test_text_overlaps_names_a_title_hidden_under_a_legend():
+    figure, ax = style.plt.subplots()
+    ax.plot([0, 1], [0, 1], label="a line with a long enough label")
+    ax.set_title("the panel's title")
+    assert style.text_overlaps(figure) == []
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 0.98))
+    assert style.text_overlaps(figure) == ['axes 0 legend / axes 0 text "the panel\'s title"']
+    style.plt.close(figure)
+
+
+def test_every_kl_configuration_has_its_own_colour_and_an_unknown_one_is_an_error():
+    assert set(style.PALETTE) == set(STANDARD_NAMES)
+    assert len(set(style.PALETTE.values())) == len(style.PALETTE)
+    with pytest.raises(KeyError, match="'k4-loss'"):
+        style.color("k4-loss")
+
+
+def test_line_style_per_beta_largest_solid():
+    styles = style.beta_styles([0.0, 0.1, 1.0, 0.1, 0.3])
+    assert styles[1.0] == "-" and styles[0.0] == "-"
+    assert len({str(styles[b]) for b in (1.0, 0.3, 0.1)}) == 3
+
+
+def test_legend_says_when_every_seed_or_some_seeds_diverged(tables):
+    curves = style.read_curves(tables)
+    figure, ax = style.plt.subplots()
+    selection = [("k3-reward", 0.1, "on"), ("k1-loss", 1.0, "on"), ("k2-loss", 1.0, "on"), ("k1-reward", 0.1, "on")]
+    handles = style.plot_curves(ax, curves, "eval_pass@1", selection, style.beta_styles(curves["beta"]))
+    assert [h.get_label() for h in handles] == [
+        "k3-reward, β = 0.1 (all seeds diverged)", "k1-loss, β = 1 (1 of 2 seeds diverged)", "k2-loss, β = 1 (missing)", "k1-reward, β = 0.1",
+    ]
+    style.plt.close(figure)
