@@ -15,6 +15,9 @@ results/toy/bias.csv. Writes, each as CSV, Markdown and LaTeX where it is a pape
   paper_comparison  the paper's published findings beside ours, with the scale of each
   table2            how to get each configuration in verl, OpenRLHF, TRL and SkyRL
   toy_bias.csv      a copy of the toy study's table, for the figures
+  claims            each paper claim as a declared comparison between cells (klrl.verdicts): effect,
+                    interval, p-value and verdict (reproduced / contradicted / inconclusive /
+                    not in this grid)
 
 A cell with no results is a row with status `missing`; a diverged cell keeps its status and
 whatever scores it has; no value is dropped silently. The tables go to the grid's MLflow run.
@@ -34,6 +37,7 @@ import yaml
 from klrl.behaviour import LABELS, classify
 from klrl.grid import RESULTS, parse_cell_id
 from klrl.stats import bootstrap_mean_ci
+from klrl.verdicts import COLUMNS as CLAIM_COLUMNS, claim_rows
 
 LIBRARY_KEYS = Path(__file__).with_name("library_keys.yaml")
 CONFIG_KEYS = ("model", "kl", "beta", "policy")
@@ -238,8 +242,10 @@ def aggregate(cells: list[str], out: Path, root: Path = RESULTS, scale: str = "t
     }
     tables["paper_comparison"] = pd.DataFrame(paper_comparison_rows(tables["main"], tables["table1"], scale))
     tables["table2"] = pd.DataFrame(table2_rows())
+    tables["claims"] = pd.DataFrame(claim_rows(results), columns=CLAIM_COLUMNS)
+    formats = {"scores": ("csv",), "curves": ("csv",), "claims": ("csv", "md")}
     for name, frame in tables.items():
-        write_table(frame, out, name, ("csv",) if name in ("scores", "curves") else ("csv", "md", "tex"))
+        write_table(frame, out, name, formats.get(name, ("csv", "md", "tex")))
     return tables
 
 
