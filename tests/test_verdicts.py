@@ -133,3 +133,28 @@ def test_aggregate_writes_the_claims_table_with_verdicts_from_the_data(planted_g
     assert set(absent) == {"k1-loss-worsens-with-beta", "k1-both-matches-k1-reward", "kl-stabilises-off-policy",
                            "k3-loss-stabilises-off-policy", "k1-loss-collapses-off-policy", "k1-reward-ahead-off-policy",
                            "k1-loss-degrades-with-lag"}
+
+
+def test_readme_results_rewrites_only_the_claims_block_from_the_table(planted_grid, tmp_path):
+    from klrl.cli import main
+
+    root, _ = planted_grid
+    readme = tmp_path / "README.md"
+    readme.write_text("# title\nbefore\n<!-- claims:begin -->\nhand-written: reproduced!\n<!-- claims:end -->\nafter\n")
+    main(["readme-results", "--tables", str(root / "tables"), "--readme", str(readme), "--config", "config/study.yaml",
+          "--run-time", "2 h 40 min", "--commit", "abc1234"])
+    text = readme.read_text()
+    assert text.startswith("# title\nbefore\n<!-- claims:begin -->\n") and text.endswith("<!-- claims:end -->\nafter\n")
+    assert "hand-written" not in text
+    assert "`config/study.yaml` at commit `abc1234` (run time 2 h 40 min)" in text
+    claims = pd.read_csv(root / "tables" / "claims.csv")
+    row = claims[claims["claim"] == "k1-reward-beats-k3-loss-in"].iloc[0]
+    line = next(line for line in text.splitlines() if line.startswith("- K1 in the reward ≥ K3 in the loss, in domain"))
+    assert f"**reproduced**, {row['comparison']} on arith (in domain), β 0.1:" in line
+    assert f"effect {row['effect']:+.3f}, 95% interval [{row['ci_lo']:.3f}, {row['ci_hi']:.3f}]" in line
+    assert "- off-policy, K1 in the loss falls behind K1 in the reward: **not in this grid**" in text
+    assert sum(line.startswith("- ") for line in text.splitlines()) == len(claims)
+    readme.write_text("no markers\n")
+    with pytest.raises(SystemExit, match="no <!-- claims:begin -->"):
+        main(["readme-results", "--tables", str(root / "tables"), "--readme", str(readme), "--config", "c", "--run-time", "1 s"])
+    assert readme.read_text() == "no markers\n"
