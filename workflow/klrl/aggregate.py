@@ -9,7 +9,8 @@ results/toy/bias.csv. Writes, each as CSV, Markdown and LaTeX where it is a pape
                     bootstrap 95% interval over seeds and problems (ci_lo, ci_hi; klrl.stats),
                     the base model's pass@1 and the change from it with its own interval
   curves.csv        per cell, step and metric (long): periodic pass@1, training accuracy, entropy,
-                    exact forward and reverse KL; NaN where the logged value was not finite
+                    exact sequence reverse KL, and the per-token forward KL summed over πθ's
+                    prefixes (not the sequence forward KL); NaN where the logged value was not finite
   table1            per KL config × policy mode: gradient bias (toy study) and the training
                     behaviour of its cells (klrl.behaviour states the rule)
   paper_comparison  the paper's published findings beside ours, with the scale of each
@@ -45,7 +46,7 @@ CURVE_METRICS = {
     "eval/pass@1": "eval_pass@1",
     "rollout/accuracy": "train_accuracy",
     "exact/entropy_token": "entropy",
-    "exact/forward_kl_seq": "forward_kl",
+    "exact/forward_kl_policy_prefixes_seq": "forward_kl_policy_prefixes",
     "exact/reverse_kl_seq": "reverse_kl",
 }
 
