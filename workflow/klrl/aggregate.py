@@ -11,8 +11,10 @@ results/toy/bias.csv. Writes, each as CSV, Markdown and LaTeX where it is a pape
   curves.csv        per cell, step and metric (long): periodic pass@1, training accuracy, entropy,
                     exact sequence reverse KL, and the per-token forward KL summed over πθ's
                     prefixes (not the sequence forward KL); NaN where the logged value was not finite
-  table1            per KL config × policy mode: gradient bias (toy study) and the training
-                    behaviour of its cells (klrl.behaviour states the rule)
+  table1            per KL config × policy mode: gradient bias (toy study; off-policy at the
+                    distance toy_tv, the total variation between μ and πθ that the toy's numbers
+                    are for, not the grid's lag: results/toy/by_lag.csv has the curve) and the
+                    training behaviour of its cells (klrl.behaviour states the rule)
   paper_comparison  the paper's published findings beside ours, with the scale of each
   table2            how to get each configuration in verl, OpenRLHF, TRL and SkyRL
   toy_bias.csv      a copy of the toy study's table, for the figures
@@ -172,13 +174,15 @@ def table1_rows(results: Results, toy_bias: pd.DataFrame | None) -> list[dict]:
     for (kl, policy), cells in groups.items():
         labels = [classify(results.status(cell)["status"], _in_domain_curve(results, cell)) for cell in cells]
         counts = {label: labels.count(label) for label in LABELS}
-        bias = np.nan
+        bias = tv = np.nan
         if toy_bias is not None:
             match = toy_bias[(toy_bias["config"] == kl) & (toy_bias["mode"] == policy)]
             bias = float(match["rel_bias"].iloc[0]) if len(match) else np.nan
+            if len(match) and policy == "off" and "tv" in match:
+                tv = float(match["tv"].iloc[0])
         observed = [label for label in LABELS[:3] if counts[label]]
         behaviour = max(observed, key=lambda label: counts[label]) if observed else "missing"
-        rows.append({"kl": kl, "policy": policy, "toy_rel_bias": bias, "behaviour": behaviour, "cells": len(cells)} | counts)
+        rows.append({"kl": kl, "policy": policy, "toy_rel_bias": bias, "toy_tv": tv, "behaviour": behaviour, "cells": len(cells)} | counts)
     return rows
 
 

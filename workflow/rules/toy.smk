@@ -1,4 +1,5 @@
-# The exact gradient bias and Monte Carlo variance of every configuration on a tabular policy.
+# The exact gradient bias and Monte Carlo variance of every configuration on a tabular policy,
+# with the off-policy curves over lags and the prefix-IS variance over sequence lengths.
 
 
 rule toy_bias:
@@ -8,6 +9,8 @@ rule toy_bias:
             caption="../report/toy_bias.rst",
             category="Toy study",
         ),
+        "results/toy/by_lag.csv",
+        "results/toy/prefixis_by_horizon.csv",
     log:
         "results/logs/toy_bias.log",
     benchmark:
@@ -17,6 +20,7 @@ rule toy_bias:
     shell:
         """
         python -m klrl toy-bias \
-            --out {output} \
+            --out {output[0]} \
+            --curves-out results/toy \
             > {log} 2>&1
         """
