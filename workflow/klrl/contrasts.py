@@ -26,8 +26,10 @@ a configuration with one deterministic "seed": no seed term.
 
 Why not the two-level bootstrap of klrl.stats: with 2-3 seeds it resamples among 3-10 seed
 combinations and has no small-sample correction; simulated with 2 seeds it covers 81% at
-nominal 95% at a seed SD of 0.06 and 61% at 0.15. This interval covers at least 94% over seed
-SDs 0.03-0.15, 2-5 seeds, equal or unequal SDs (`klrl power coverage`, docs/statistics.md).
+nominal 95% at a seed SD of 0.06 and 61% at 0.15. This interval covers 97-99% over seed SDs
+0.03-0.15 and 2-5 seeds, 94-97% when one configuration's SD is 0.15 among others' 0.06-0.10,
+and 90.5-92.5% when it is 0.15 among 0.03 with 2-3 seeds (`klrl power coverage`,
+docs/statistics.md).
 """
 
 from __future__ import annotations
