@@ -158,3 +158,16 @@ def test_readme_results_rewrites_only_the_claims_block_from_the_table(planted_gr
     with pytest.raises(SystemExit, match="no <!-- claims:begin -->"):
         main(["readme-results", "--tables", str(root / "tables"), "--readme", str(readme), "--config", "c", "--run-time", "1 s"])
     assert readme.read_text() == "no markers\n"
+
+
+def test_power_and_seeds_needed_follow_the_effect_and_the_seed_spread(capsys):
+    from klrl.cli import main
+    from klrl.power import power, seeds_needed
+
+    quiet = Scenario(seed_sd=0.01, seeds=3)
+    assert power(quiet, effect=0.2, grids=50) == 1.0
+    assert power(quiet, effect=0.0, grids=100) <= 0.05  # the false-positive rate of a `greater` claim
+    assert seeds_needed(quiet, effect=0.2, grids=50) == 2
+    assert seeds_needed(Scenario(seed_sd=0.15), effect=0.05, grids=50, max_seeds=4) is None
+    main(["power", "seeds", "--seed-sd", "0.01", "--problems", "150", "--effect", "0.2", "--grids", "50"])
+    assert capsys.readouterr().out.splitlines()[-1] == "| 0.01 | 150 | 4 | 2 |"

@@ -13,6 +13,7 @@ a real grid's evaluation set). No result of a real run is read: the seed SDs are
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 
 import numpy as np
@@ -48,7 +49,7 @@ def seeds_needed(scenario: Scenario, effect: float = 0.05, target: float = 0.8, 
     """The fewest seeds per configuration with power ≥ target (None: more than max_seeds).
     Doubling then bisection: power grows with the number of seeds."""
     def enough(n: int) -> bool:
-        return power(Scenario(**{**scenario.__dict__, "seeds": n}), effect, configs, grids, seed) >= target
+        return power(dataclasses.replace(scenario, seeds=n), effect, configs, grids, seed) >= target
     low, high = 1, 2
     while not enough(high):
         if high >= max_seeds:
