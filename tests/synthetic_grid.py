@@ -66,7 +66,7 @@ def write_grid(out: Path) -> Path:
         train.mkdir(parents=True)
         status = {"status": "diverged" if diverged else "completed", "step": STEPS[len(curve) - 1], "reason": ""}
         (train / "status.json").write_text(json.dumps(status))
-        (train / "config.yaml").write_text(yaml.safe_dump({"train_data": f"results/data/{cell.task}/train.jsonl"}))
+        (train / "config.yaml").write_text(yaml.safe_dump(cell.train))  # the resolved config the trainer writes
         records = []
         for step, value in zip(STEPS, curve):
             entropy = 1.2 - 0.02 * step * (1.5 if cell.kl == "none" else 1.0) + rng.normal(0, 0.03)
@@ -74,7 +74,7 @@ def write_grid(out: Path) -> Path:
             reverse = 0.012 * step * (0.4 if cell.kl == "k1-reward" else 1.0) + abs(rng.normal(0, 0.02))
             records.append({"step": step, "periodic_eval/pass@1": float("nan") if (step == 20 and cell.kl == "k3-loss" and cell.seed == 0) else value,
                             "rollout/accuracy": min(1.0, value + 0.1), "exact/entropy_token": entropy,
-                            "exact/forward_kl_seq": forward, "exact/reverse_kl_seq": reverse})
+                            "exact/forward_kl_policy_prefixes_seq": forward, "exact/reverse_kl_seq": reverse})
         (train / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
         if not diverged:
             scores = {task: curve[-1] * (1.0 if task == cell.task else 0.7) for task in cell.eval_tasks}

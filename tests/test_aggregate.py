@@ -13,6 +13,7 @@ import yaml
 
 from klrl.aggregate import aggregate
 from klrl.behaviour import classify
+from klrl.grid import parse_cell_id
 from klrl.stats import bootstrap_mean_ci
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +40,10 @@ def _write_cell(root: Path, cell: str, status: str, curve: list[float], per_task
     train = root / "cells" / cell / "train"
     train.mkdir(parents=True)
     (train / "status.json").write_text(json.dumps({"status": status, "step": 10 * (len(curve) - 1), "reason": ""}))
-    (train / "config.yaml").write_text(yaml.safe_dump({"train_data": "results/data/arith/train.jsonl"}))
+    tags = parse_cell_id(cell)
+    resolved = {"train_data": "results/data/arith/train.jsonl", "kl": {"name": tags["kl"], "beta": tags["beta"]}, "seed": tags["seed"],
+                "async_lag": 4 if tags["policy"] == "off" else 0}
+    (train / "config.yaml").write_text(yaml.safe_dump(resolved))
     records = [{"step": 10 * i, "periodic_eval/pass@1": value, "rollout/accuracy": value, "exact/entropy_token": float("nan") if value < 0.1 else 0.5}
                for i, value in enumerate(curve)]
     (train / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))

@@ -353,3 +353,15 @@ def test_countdown_bad_arguments():
         countdown.load_countdown(2, "0", "train")
     with pytest.raises(ValueError, match="size"):
         countdown.load_countdown(0, 0, "train")
+
+
+def test_mmlu_prompts_ask_for_a_boxed_letter_not_a_number():
+    from klrl.tasks import MATH_INSTRUCTION, MMLU_INSTRUCTION, get_task
+    from klrl.rewards import REWARDS
+
+    for subject in mmlu.SUBJECTS:
+        task = get_task("mmlu-" + subject.replace("_", "-"))
+        assert task.instruction == MMLU_INSTRUCTION != MATH_INSTRUCTION
+        assert "\\boxed{B}" in task.instruction and not any(digit in task.instruction for digit in "0123456789")
+    reward = REWARDS[get_task("mmlu-college-physics").reward]
+    assert reward(["so \\boxed{C}", "so \\boxed{12}"], ["C", "C"]) == [1.0, 0.0]

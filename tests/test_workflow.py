@@ -163,7 +163,7 @@ def test_an_unknown_cell_path_names_the_closest_cells(tmp_path):
 def test_the_paper_config_dry_runs_to_its_grid(tmp_path):
     folder = _copy_workflow(tmp_path)
     cells = expand_grid(_config("paper"))
-    assert len(cells) == 2 * (1 + 4 * 4) + 2 + 5 + 5  # on-policy β sweep ×2 models, both, off-policy ×2 tasks
+    assert len(cells) == 2 * (1 + 4 * 4) + 2 + 5 + 5 + 1  # on-policy β sweep ×2 models, both, off-policy ×2 tasks, prefix-IS
     result = _snakemake(folder, "-n", "--configfile", "config/paper.yaml", "--profile", "profiles/slurm")
     assert result.returncode == 0, result.stderr[-3000:]
     counts = _job_counts(result.stdout)

@@ -9,12 +9,18 @@ results/toy/bias.csv. Writes, each as CSV, Markdown and LaTeX where it is a pape
                     bootstrap 95% interval over seeds and problems (ci_lo, ci_hi; klrl.stats),
                     the base model's pass@1 and the change from it with its own interval
   curves.csv        per cell, step and metric (long): periodic pass@1, training accuracy, entropy,
-                    exact forward and reverse KL; NaN where the logged value was not finite
-  table1            per KL config × policy mode: gradient bias (toy study) and the training
-                    behaviour of its cells (klrl.behaviour states the rule)
+                    exact sequence reverse KL, and the per-token forward KL summed over πθ's
+                    prefixes (not the sequence forward KL); NaN where the logged value was not finite
+  table1            per KL config × policy mode: gradient bias (toy study; off-policy at the
+                    distance toy_tv, the total variation between μ and πθ that the toy's numbers
+                    are for, not the grid's lag: results/toy/by_lag.csv has the curve) and the
+                    training behaviour of its cells (klrl.behaviour states the rule)
   paper_comparison  the paper's published findings beside ours, with the scale of each
   table2            how to get each configuration in verl, OpenRLHF, TRL and SkyRL
   toy_bias.csv      a copy of the toy study's table, for the figures
+  claims            each paper claim as a declared comparison between cells (klrl.verdicts): effect,
+                    interval, p-value and verdict (reproduced / contradicted / inconclusive /
+                    not in this grid)
 
 A cell with no results is a row with status `missing`; a diverged cell keeps its status and
 whatever scores it has; no value is dropped silently. The tables go to the grid's MLflow run.
@@ -34,6 +40,7 @@ import yaml
 from klrl.behaviour import LABELS, classify
 from klrl.grid import RESULTS, parse_cell_id
 from klrl.stats import bootstrap_mean_ci
+from klrl.verdicts import COLUMNS as CLAIM_COLUMNS, claim_rows
 
 LIBRARY_KEYS = Path(__file__).with_name("library_keys.yaml")
 CONFIG_KEYS = ("model", "kl", "beta", "policy")
@@ -41,7 +48,7 @@ CURVE_METRICS = {
     "periodic_eval/pass@1": "eval_pass@1",
     "rollout/accuracy": "train_accuracy",
     "exact/entropy_token": "entropy",
-    "exact/forward_kl_seq": "forward_kl",
+    "exact/forward_kl_policy_prefixes_seq": "forward_kl_policy_prefixes",
     "exact/reverse_kl_seq": "reverse_kl",
 }
 
@@ -167,13 +174,15 @@ def table1_rows(results: Results, toy_bias: pd.DataFrame | None) -> list[dict]:
     for (kl, policy), cells in groups.items():
         labels = [classify(results.status(cell)["status"], _in_domain_curve(results, cell)) for cell in cells]
         counts = {label: labels.count(label) for label in LABELS}
-        bias = np.nan
+        bias = tv = np.nan
         if toy_bias is not None:
             match = toy_bias[(toy_bias["config"] == kl) & (toy_bias["mode"] == policy)]
             bias = float(match["rel_bias"].iloc[0]) if len(match) else np.nan
+            if len(match) and policy == "off" and "tv" in match:
+                tv = float(match["tv"].iloc[0])
         observed = [label for label in LABELS[:3] if counts[label]]
         behaviour = max(observed, key=lambda label: counts[label]) if observed else "missing"
-        rows.append({"kl": kl, "policy": policy, "toy_rel_bias": bias, "behaviour": behaviour, "cells": len(cells)} | counts)
+        rows.append({"kl": kl, "policy": policy, "toy_rel_bias": bias, "toy_tv": tv, "behaviour": behaviour, "cells": len(cells)} | counts)
     return rows
 
 
@@ -238,8 +247,10 @@ def aggregate(cells: list[str], out: Path, root: Path = RESULTS, scale: str = "t
     }
     tables["paper_comparison"] = pd.DataFrame(paper_comparison_rows(tables["main"], tables["table1"], scale))
     tables["table2"] = pd.DataFrame(table2_rows())
+    tables["claims"] = pd.DataFrame(claim_rows(results), columns=CLAIM_COLUMNS)
+    formats = {"scores": ("csv",), "curves": ("csv",), "claims": ("csv", "md")}
     for name, frame in tables.items():
-        write_table(frame, out, name, ("csv",) if name in ("scores", "curves") else ("csv", "md", "tex"))
+        write_table(frame, out, name, formats.get(name, ("csv", "md", "tex")))
     return tables
 
 

@@ -33,6 +33,8 @@ VERBS = {
     "track-files": Verb("klrl.track_grid", "attach files (the figures) to a grid's MLflow run", "add_files_arguments", "run_files"),
     "aggregate": Verb("klrl.aggregate", "collect every cell's results into tables"),
     "cells": Verb("klrl.cells", "list a config's cell ids, or check that a name is one (suggesting close matches)"),
+    "power": Verb("klrl.power", "coverage of the claims' interval and the seeds a claim needs, by simulation"),
+    "readme-results": Verb("klrl.readme_results", "rewrite the README's results block from the claims table"),
     "convert-base": Verb(
         "klrl.models.build", "convert a packaged model (SmolLM2) to a Hugging Face folder", "add_convert_arguments", "run_convert"
     ),

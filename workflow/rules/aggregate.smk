@@ -13,6 +13,7 @@ rule aggregate:
         report("results/tables/paper_comparison.csv", caption="../report/paper_comparison.rst", category="Tables"),
         report("results/tables/table2.csv", caption="../report/table2.rst", category="Tables"),
         report("results/tables/scores.csv", caption="../report/scores.rst", category="Tables"),
+        "results/tables/claims.csv",
         "results/tables/curves.csv",
         "results/tables/toy_bias.csv",
     params:

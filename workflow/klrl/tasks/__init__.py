@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 # The paper's MATH instruction (docs/paper.md), appended to the problem.
 MATH_INSTRUCTION = " Place your answer at end exactly inside latex box for example \\boxed{12} or \\boxed{51}."
+# MMLU questions are answered by a letter: the MATH instruction's numeric examples would ask for a
+# number, so the letter questions get the same request with a letter example.
+MMLU_INSTRUCTION = " Place the letter of your answer at end exactly inside latex box for example \\boxed{B}."
 
 
 def _load_arith(name: str, split: str, seed: int, size: int | None, source: str) -> list[dict]:
@@ -57,7 +60,7 @@ def _mmlu(subject: str) -> Task:
     label = subject.replace("_", " ")
     name = f"mmlu-{subject.replace('_', '-')}"
     description = f"out-of-domain (paper): MMLU {label}, boxed letter"
-    return Task(name, "math", ("test",), MATH_INSTRUCTION, "hub", description, _load_mmlu)
+    return Task(name, "math", ("test",), MMLU_INSTRUCTION, "hub", description, _load_mmlu)
 
 
 TASKS = {

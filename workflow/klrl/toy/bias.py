@@ -6,7 +6,10 @@ For each configuration and mode (on: samples from πθ; off: from the stale μ):
     variance     E‖ĝ − E[ĝ]‖² (trace of the covariance) of ONE batch estimate ĝ made of
                  `batch_size` sampled sequences (default 16) with RLOO advantages, measured
                  over `samples` independent batches; rel_std = √variance / ‖∇KL‖;
-    mc_rel_bias  the same bias measured from the Monte Carlo mean, which converges to rel_bias.
+    mc_rel_bias  the same bias measured from the Monte Carlo mean, which converges to rel_bias;
+    lag, tv      the distance the off-policy numbers are for: μ is πθ `lag` gradient steps ago,
+                 at total variation `tv` over whole sequences (klrl.toy.staleness gives the
+                 curves over lags, and over sequence lengths for the prefix-weighted estimator).
 Gradients are divided by β, so β does not matter (no clamps act on the toy).
 """
 
@@ -21,7 +24,9 @@ import torch
 from klrl.kl import STANDARD_NAMES, KLConfig, describe
 from klrl.objectives import advantages
 from klrl.toy.exact import MODES, PerSequence, expected_gradient, per_sequence, sequence_kl_gradient
-from klrl.toy.policy import make_problem
+from klrl.toy.policy import ToyProblem, make_problem
+
+LAG_STEPS = 3  # the staleness of μ behind πθ that the table's off-policy numbers are for
 
 COLUMNS = (
     "config",
@@ -32,6 +37,8 @@ COLUMNS = (
     "variance",
     "rel_std",
     "mc_rel_bias",
+    "lag",
+    "tv",
     "batch_size",
     "samples",
     "vocab",
@@ -53,11 +60,20 @@ def batch_estimates(
     return torch.cat(out)
 
 
+def total_variation(problem: ToyProblem) -> float:
+    """TV(μ, πθ) = ½ Σ_y |μ(y) − πθ(y)| over whole sequences."""
+    seqs = problem.space.sequences()
+    pi = problem.space.token_logp(problem.theta, seqs).sum(-1).exp()
+    mu = problem.space.token_logp(problem.behaviour_theta, seqs).sum(-1).exp()
+    return 0.5 * (pi - mu).abs().sum().item()
+
+
 def toy_rows(
     vocab: int = 3, horizon: int = 4, seed: int = 0, samples: int = 4000, batch_size: int = 16
 ) -> list[dict]:
     """One row per (configuration, mode), with the columns in COLUMNS."""
-    problem = make_problem(vocab, horizon, seed)
+    problem = make_problem(vocab, horizon, seed, lag_steps=LAG_STEPS)
+    tv = total_variation(problem)
     true_grad = sequence_kl_gradient(problem).reshape(-1)
     scale = true_grad.norm()
     generator = torch.Generator().manual_seed(seed)
@@ -79,6 +95,8 @@ def toy_rows(
                     "variance": variance.item(),
                     "rel_std": (variance.sqrt() / scale).item(),
                     "mc_rel_bias": ((estimates.mean(0) - true_grad).norm() / scale).item(),
+                    "lag": LAG_STEPS,
+                    "tv": tv,
                     "batch_size": batch_size,
                     "samples": samples,
                     "vocab": vocab,
@@ -89,11 +107,11 @@ def toy_rows(
     return rows
 
 
-def write_csv(rows: list[dict], path: Path) -> None:
+def write_csv(rows: list[dict], path: Path, columns: tuple[str, ...] = COLUMNS) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     with tmp.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
     tmp.replace(path)
@@ -120,10 +138,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--horizon", type=int, default=4, help="sequence length T")
     parser.add_argument("--samples", type=int, default=4000, help="Monte Carlo batches for the variance")
     parser.add_argument("--batch-size", type=int, default=16, help="sequences per batch estimate (≥ 2)")
+    parser.add_argument("--lags", type=int, nargs="+", default=[0, 1, 2, 4, 8, 16], help="lags of the staleness curve")
+    parser.add_argument("--horizons", type=int, nargs="+", default=[1, 2, 4, 6, 8], help="lengths of the prefix-IS curve (V = 2)")
+    parser.add_argument("--curves-out", type=Path, help="folder for by_lag.csv and prefixis_by_horizon.csv (default: no curves)")
 
 
 def run(args: argparse.Namespace) -> None:
     rows = toy_rows(args.vocab, args.horizon, args.seed, args.samples, args.batch_size)
     write_csv(rows, args.out)
     print(markdown_summary(rows), end="")
+    print(f"off-policy columns: μ = πθ {rows[0]['lag']} steps ago, TV(μ, πθ) {rows[0]['tv']:.2f} over sequences")
     print(f"wrote {len(rows)} rows to {args.out}")
+    if args.curves_out:
+        from klrl.toy import staleness
+
+        by_lag = staleness.lag_rows(args.lags, args.vocab, args.horizon, args.seed, samples=args.samples // 4, batch_size=args.batch_size)
+        by_horizon = staleness.horizon_rows(args.horizons, seed=args.seed, samples=args.samples // 4, batch_size=args.batch_size)
+        write_csv(by_lag, args.curves_out / "by_lag.csv", staleness.LAG_COLUMNS)
+        write_csv(by_horizon, args.curves_out / "prefixis_by_horizon.csv", staleness.HORIZON_COLUMNS)
+        print(staleness.curve_markdown(by_lag, "lag", "rel_bias"), end="")
+        print(staleness.curve_markdown(by_lag, "lag", "rel_std"), end="")
+        print(staleness.curve_markdown(by_horizon, "horizon", "rel_std"), end="")

@@ -33,13 +33,18 @@ def token_logp(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
 
 def distribution_stats(policy_logits: torch.Tensor, ref_logits: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
     """Exact per-token reverse KL(πθ‖πref), forward KL(πref‖πθ) and entropy of πθ, from the
-    full softmax at every sampled prefix: token means and per-sequence sums (batch means)."""
+    full softmax at every sampled prefix: token means and per-sequence sums (batch means).
+
+    The prefixes are sampled from πθ. Summed over a sequence, the reverse KL is an unbiased
+    estimate of the sequence-level KL(πθ‖πref) (chain rule); the forward one is NOT the
+    sequence-level KL(πref‖πθ), which would need prefixes from πref: it is named
+    `forward_kl_policy_prefixes` for what it is, Σ_t KL(πref‖πθ)(·|y<t) with y ~ πθ."""
     log_pi = torch.log_softmax(policy_logits.detach(), dim=-1)
     log_ref = torch.log_softmax(ref_logits.detach(), dim=-1)
     pi, ref = log_pi.exp(), log_ref.exp()
     per_token = {
         "reverse_kl": (pi * (log_pi - log_ref)).sum(-1),
-        "forward_kl": (ref * (log_ref - log_pi)).sum(-1),
+        "forward_kl_policy_prefixes": (ref * (log_ref - log_pi)).sum(-1),
         "entropy": -(pi * log_pi).sum(-1),
     }
     mask = mask.float()

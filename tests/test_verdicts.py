@@ -1,0 +1,173 @@
+"""Claims table on synthetic grids whose truth is known: planted effects found, null effects called
+inconclusive at the stated rates, the interval's coverage, and the table the aggregate step writes."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from klrl.aggregate import aggregate
+from klrl.contrasts import SeedPool, contrast
+from klrl.simulation import Scenario, simulate_grid
+from klrl.verdicts import CLAIMS, verdict
+
+CLAIM = {claim.name: claim for claim in CLAIMS}
+GRIDS = 200
+
+
+def _verdict_counts(claim: str, effect: float, scenario: Scenario, seed: int) -> dict[str, int]:
+    """Verdicts of `claim`'s two-configuration contrast over GRIDS synthetic grids of 8 configurations."""
+    rng = np.random.default_rng(seed)
+    counts = {"reproduced": 0, "contradicted": 0, "inconclusive": 0}
+    for _ in range(GRIDS):
+        grid = simulate_grid(scenario, [effect] + [0.0] * 7, rng)
+        tested = contrast([(1.0, grid[0], False), (-1.0, grid[1], False)], SeedPool.from_matrices(grid))
+        counts[verdict(CLAIM[claim], tested)["verdict"]] += 1
+    return counts
+
+
+def test_a_planted_effect_is_found_and_a_null_one_is_inconclusive():
+    scenario = Scenario(seed_sd=0.03, seeds=3)
+    planted = _verdict_counts("k1-reward-beats-k3-loss-in", 0.15, scenario, seed=1)
+    assert planted["reproduced"] >= 0.95 * GRIDS and planted["contradicted"] == 0
+    null = _verdict_counts("k1-reward-beats-k3-loss-in", 0.0, scenario, seed=2)
+    assert null["inconclusive"] >= 0.93 * GRIDS  # a directional claim is called either way at most 2.5% + 2.5%
+    reversed_ = _verdict_counts("k1-reward-beats-k3-loss-in", -0.15, scenario, seed=3)
+    assert reversed_["contradicted"] >= 0.9 * GRIDS  # at 0.45 the seed spread is wider than at 0.75 and reversed_["reproduced"] == 0
+
+
+def test_equivalence_is_reproduced_only_when_the_difference_is_inside_the_margin():
+    tight = Scenario(seed_sd=0.005, seeds=5, samples=16, problems=400, interaction_sd=0.1)
+    equal = _verdict_counts("k3-both-matches-k1-reward", 0.0, tight, seed=4)
+    assert equal["reproduced"] >= 0.95 * GRIDS and equal["contradicted"] == 0
+    apart = _verdict_counts("k3-both-matches-k1-reward", 0.10, Scenario(seed_sd=0.03, seeds=3), seed=5)
+    assert apart["reproduced"] == 0 and apart["contradicted"] >= 0.4 * GRIDS
+
+
+@pytest.mark.parametrize("seed_sds", [(0.06, 0.06), (0.15, 0.06)])
+def test_the_interval_covers_the_true_difference_at_least_93_percent(seed_sds):
+    scenario = Scenario(seed_sd=0.06, seeds=2)
+    rng = np.random.default_rng(6)
+    covered = 0
+    for _ in range(GRIDS):
+        grid = simulate_grid(scenario, [0.05] + [0.0] * 13, rng, seed_sds=[seed_sds[0]] + [seed_sds[1]] * 13)
+        lo, hi = contrast([(1.0, grid[0], False), (-1.0, grid[1], False)], SeedPool.from_matrices(grid)).interval(0.95)
+        covered += lo <= 0.05 <= hi
+    assert covered >= 0.93 * GRIDS
+
+
+def test_contrast_standard_error_is_the_seed_spread_when_problems_add_nothing():
+    pattern = np.array([0.2, 0.4, 0.6, 0.5])
+    a = pattern + np.array([[0.1], [0.3]])  # seed means 0.525, 0.725: variance 0.02, no residual
+    b = pattern + np.zeros((2, 1))  # the same per-problem pattern: no interaction
+    tested = contrast([(1.0, a, False), (-1.0, b, False)])
+    assert tested.effect == pytest.approx(0.2)
+    assert tested.se == pytest.approx(0.1) and tested.df == pytest.approx(1.0)  # √(0.02 / 2), Welch df n − 1
+    assert tested.interval(0.95) == pytest.approx((0.2 - 12.7062 * 0.1, 0.2 + 12.7062 * 0.1), abs=1e-4)
+    pooled = contrast([(1.0, a, False), (-1.0, b, False)], SeedPool(seed_var=0.05, seed_df=20, residual_var=0.0))
+    assert pooled.se == pytest.approx(np.sqrt(0.05 / 2 + 0.05 / 2)) and pooled.df == pytest.approx(20)
+    alone = contrast([(1.0, a[:1], False), (-1.0, b[:1], False)])
+    assert np.isnan(alone.interval(0.95)[0])
+    with pytest.raises(ValueError, match="same 4 problems"):
+        contrast([(1.0, a, False), (-1.0, b[:, :3], False)])
+
+
+PROBLEMS = [f"arith-test-{i:05d}" for i in range(150)]
+
+
+def _write_cell(root: Path, kl: str, beta: float, lag: int, seed: int, per_task: dict[str, np.ndarray]) -> str:
+    cell = f"tiny__{kl}__b{beta:g}__{'off' if lag else 'on'}__s{seed}"
+    train = root / "cells" / cell / "train"
+    train.mkdir(parents=True)
+    (train / "status.json").write_text(json.dumps({"status": "completed", "step": 40}))
+    config = {"kl": {"name": kl, "beta": beta}, "seed": seed, "async_lag": lag, "train_data": "results/data/arith/train.jsonl"}
+    (train / "config.yaml").write_text(yaml.safe_dump(config))
+    _write_eval(root / "cells" / cell / "eval", per_task)
+    return cell
+
+
+def _write_eval(folder: Path, per_task: dict[str, np.ndarray]) -> None:
+    (folder / "samples").mkdir(parents=True)
+    for task, values in per_task.items():
+        lines = [json.dumps({"id": pid, "pass@1": float(v)}) for pid, v in zip(PROBLEMS, values)]
+        (folder / "samples" / f"{task}.jsonl").write_text("\n".join(lines) + "\n")
+    tasks = {task: {"pass@1": float(np.mean(v)), "problems": len(v)} for task, v in per_task.items()}
+    (folder / "results.json").write_text(json.dumps({"tasks": tasks}))
+
+
+@pytest.fixture
+def planted_grid(tmp_path) -> tuple[Path, dict]:
+    """On-policy k1-reward 0.15 above k3-loss and k3-reward (arith); k3-both equal to k1-reward;
+    three seeds; no off-policy cells. arith-long: no effect."""
+    root = tmp_path / "results"
+    rng = np.random.default_rng(11)
+    scenario = Scenario(seed_sd=0.02, seeds=3, problems=150)
+    effects = {"k1-reward": 0.15, "k3-both": 0.15, "k3-loss": 0.0, "k3-reward": 0.0}
+    in_domain = dict(zip(effects, simulate_grid(scenario, list(effects.values()), rng)))
+    out_domain = dict(zip(effects, simulate_grid(scenario, [0.0] * 4, rng)))
+    cells = [_write_cell(root, kl, 0.1, 0, seed, {"arith": in_domain[kl][seed], "arith-long": out_domain[kl][seed]})
+             for kl in effects for seed in range(3)]
+    _write_eval(root / "base" / "tiny" / "eval", {"arith": in_domain["k3-reward"].mean(0) + 0.2, "arith-long": out_domain["k3-loss"][0]})
+    aggregate(cells, root / "tables", root=root)
+    return root, in_domain
+
+
+def test_aggregate_writes_the_claims_table_with_verdicts_from_the_data(planted_grid):
+    root, in_domain = planted_grid
+    claims = pd.read_csv(root / "tables" / "claims.csv")
+    assert (root / "tables" / "claims.md").is_file()
+    row = claims[claims["claim"] == "k1-reward-beats-k3-loss-in"].iloc[0]
+    assert row["effect"] == pytest.approx(in_domain["k1-reward"].mean() - in_domain["k3-loss"].mean())
+    assert (row["verdict"], row["task"], row["beta"], row["seeds"]) == ("reproduced", "arith", 0.1, "3/3")
+    assert row["ci_lo"] > 0 and row["p"] < 0.025
+    out = claims[claims["claim"] == "k1-reward-beats-k3-loss-out"].iloc[0]
+    assert (out["task"], out["verdict"]) == ("arith-long", "inconclusive")
+    collapse = claims[claims["claim"] == "k3-reward-collapses"].iloc[0]
+    assert collapse["verdict"] == "reproduced" and collapse["ci_hi"] < 0  # the base is 0.2 above every problem
+    both = claims[claims["claim"] == "k3-both-matches-k1-reward"].iloc[0]
+    assert both["ci_level"] == 0.90 and both["verdict"] != "contradicted"
+    absent = claims[claims["verdict"] == "not in this grid"]["claim"]
+    assert set(absent) == {"k1-loss-worsens-with-beta", "k1-both-matches-k1-reward", "kl-stabilises-off-policy",
+                           "k3-loss-stabilises-off-policy", "k1-loss-collapses-off-policy", "k1-reward-ahead-off-policy",
+                           "k1-loss-degrades-with-lag"}
+
+
+def test_readme_results_rewrites_only_the_claims_block_from_the_table(planted_grid, tmp_path):
+    from klrl.cli import main
+
+    root, _ = planted_grid
+    readme = tmp_path / "README.md"
+    readme.write_text("# title\nbefore\n<!-- claims:begin -->\nhand-written: reproduced!\n<!-- claims:end -->\nafter\n")
+    main(["readme-results", "--tables", str(root / "tables"), "--readme", str(readme), "--config", "config/study.yaml",
+          "--run-time", "2 h 40 min", "--commit", "abc1234"])
+    text = readme.read_text()
+    assert text.startswith("# title\nbefore\n<!-- claims:begin -->\n") and text.endswith("<!-- claims:end -->\nafter\n")
+    assert "hand-written" not in text
+    assert "`config/study.yaml` at commit `abc1234` (run time 2 h 40 min)" in text
+    claims = pd.read_csv(root / "tables" / "claims.csv")
+    row = claims[claims["claim"] == "k1-reward-beats-k3-loss-in"].iloc[0]
+    line = next(line for line in text.splitlines() if line.startswith("- K1 in the reward ≥ K3 in the loss, in domain"))
+    assert f"**reproduced**, {row['comparison']} on arith (in domain), β 0.1:" in line
+    assert f"effect {row['effect']:+.3f}, 95% interval [{row['ci_lo']:.3f}, {row['ci_hi']:.3f}]" in line
+    assert "- off-policy, K1 in the loss falls behind K1 in the reward: **not in this grid**" in text
+    assert sum(line.startswith("- ") for line in text.splitlines()) == len(claims)
+    readme.write_text("no markers\n")
+    with pytest.raises(SystemExit, match="no <!-- claims:begin -->"):
+        main(["readme-results", "--tables", str(root / "tables"), "--readme", str(readme), "--config", "c", "--run-time", "1 s"])
+    assert readme.read_text() == "no markers\n"
+
+
+def test_power_and_seeds_needed_follow_the_effect_and_the_seed_spread(capsys):
+    from klrl.cli import main
+    from klrl.power import power, seeds_needed
+
+    quiet = Scenario(seed_sd=0.01, seeds=3)
+    assert power(quiet, effect=0.2, grids=50) == 1.0
+    assert power(quiet, effect=0.0, grids=100) <= 0.05  # the false-positive rate of a `greater` claim
+    assert seeds_needed(quiet, effect=0.2, grids=50) == 2
+    assert seeds_needed(Scenario(seed_sd=0.15), effect=0.05, grids=50, max_seeds=4) is None
+    main(["power", "seeds", "--seed-sd", "0.01", "--problems", "150", "--effect", "0.2", "--grids", "50"])
+    assert capsys.readouterr().out.splitlines()[-1] == "| 0.01 | 150 | 4 | 2 |"
