@@ -19,7 +19,6 @@ from klrl.kl import (
 from klrl.loss import LossConfig
 from klrl.toy.bias import batch_estimates
 from klrl.toy.exact import (
-    GROUP,
     MODES,
     enumerate_sequences,
     expected_gradient,
