@@ -60,7 +60,7 @@ def ours(args) -> list[dict]:
     steps = []
     for _ in range(args.warmup + args.steps):
         start = time.perf_counter()
-        record = trainer._train_step()
+        record = trainer.train_step()
         total = time.perf_counter() - start
         trainer.step += 1
         phases = {

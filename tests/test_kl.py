@@ -10,6 +10,7 @@ from klrl.kl import (
     KLConfig,
     claims_markdown,
     describe,
+    kl_stats,
     kl_terms,
     token_kl,
 )
@@ -156,7 +157,7 @@ def test_token_is_truncation_caps_the_value_and_keeps_the_gradient():
     assert torch.allclose(terms.loss_tokens, 2.0 * k1 * mask)
     (grad,) = torch.autograd.grad(terms.loss_tokens.sum(), logp)
     assert torch.allclose(grad, 2.0 * (1 + k1) * mask)  # capped weight × ∇(log ω · δ + δ)
-    assert terms.stats["kl/is_truncated_frac"] == 1.0
+    assert kl_stats(config, logp, ref, mask, behaviour_logp=behaviour)["kl/is_truncated_frac"] == 1.0
 
 
 def test_prefix_and_sequence_is_weights():
@@ -178,7 +179,7 @@ def test_prefix_and_sequence_is_weights():
 def test_stats_report_every_estimator_and_clamp_counts():
     logp, ref, _, mask = _batch()
     config = KLConfig.from_name("k3-loss", beta=0.1, log_ratio_clamp=0.5)
-    stats = kl_terms(config, logp, ref, mask).stats
+    stats = kl_stats(config, logp, ref, mask)
     delta = (logp - ref).detach()
     assert stats["kl/k1"] == pytest.approx(((delta * mask).sum() / 4).item())
     assert stats["kl/k2"] == pytest.approx(((0.5 * delta**2 * mask).sum() / 4).item())

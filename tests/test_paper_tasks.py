@@ -315,7 +315,7 @@ def test_countdown_is_seeded_and_deterministic(countdown_rows):
 def test_countdown_splits_are_disjoint(countdown_rows):
     train, test = countdown_rows["train"], countdown_rows["test"]
     assert len(test) == 6
-    assert {countdown._key(row) for row in train}.isdisjoint(countdown._key(row) for row in test)
+    assert {countdown.problem_key(row) for row in train}.isdisjoint(countdown.problem_key(row) for row in test)
     assert {row["meta"]["config"]["seed"] for row in train} == {countdown.split_seed(0, "train")}
     assert {row["meta"]["config"]["seed"] for row in test} == {countdown.split_seed(0, "test")}
 

@@ -17,6 +17,7 @@ from klrl.training import trainer as trainer_module
 from klrl.training.config import TrainConfig, load_config
 from klrl.training.sampling import HFSampler
 from klrl.training.scoring import completion_logits, token_logp
+from klrl.training.seeds import seeded_generator
 from klrl.training.tracking import read_metrics
 from klrl.training.trainer import Trainer
 
@@ -88,14 +89,14 @@ def test_in_loss_kl_gradient_is_what_klrl_kl_prescribes(tiny_base, arith_data, t
         return original_step(*args, **kwargs)
 
     monkeypatch.setattr(trainer.optimizer, "step", capture)
-    trainer._train_step()
+    trainer.train_step()
     # the same gradient by hand, from the same rollout (the sampler is seeded by the step)
     trainer.policy.load_state_dict(start)
-    rollout, _ = trainer._rollout(trainer.schedule.batch(0))
+    rollout, _ = trainer.rollout(trainer.schedule.batch(0))
     mask = rollout.completion_mask.float()
     ref_logp = token_logp(completion_logits(trainer.reference, rollout), rollout.completion_ids).detach()
     logp = token_logp(completion_logits(trainer.policy, rollout), rollout.completion_ids)
-    terms = kl_terms(trainer.kl, logp, ref_logp, mask)
+    terms = kl_terms(trainer.learner.loss.kl, logp, ref_logp, mask)
     expected = torch.autograd.grad(aggregate(terms.loss_tokens, mask), list(trainer.policy.parameters()))
     for (param_name, _), grad in zip(trainer.policy.named_parameters(), expected):
         assert torch.allclose(captured[param_name], grad, atol=1e-7, rtol=1e-4), param_name
@@ -107,7 +108,7 @@ def test_reward_placement_shapes_the_advantage_not_the_loss(tiny_base, arith_dat
     trainer = Trainer(_config(tiny_base, arith_data, kl="k1-reward", beta=0.5), tmp_path)
     torch.manual_seed(0)
     trainer.policy.load_state_dict({k: v + 0.05 * torch.randn_like(v) for k, v in trainer.policy.state_dict().items()})
-    record = trainer._train_step()
+    record = trainer.train_step()
     assert record["loss/kl"] == 0.0
     assert record["kl/reward_penalty_mean"] != 0.0
     assert record["rollout/advantage_abs_mean"] > 0  # the constant reward alone would give 0
@@ -161,7 +162,7 @@ def test_collapse_detector_stops_a_collapsing_cell(tiny_base, arith_data, tmp_pa
     monkeypatch.setattr(trainer_module, "get_reward", lambda _: collapsing)
     config = _config(tiny_base, arith_data, steps=10, collapse_window=2, collapse_ratio=0.5, eval_size=1)
     trainer = Trainer(config, tmp_path)
-    trainer._evaluate = lambda: 0.0  # keep the reward calls to training rollouts
+    trainer.evaluate = lambda: 0.0  # keep the reward calls to training rollouts
     assert trainer.run() == "diverged"
     record = json.loads((tmp_path / "status.json").read_text())
     assert record["step"] == 3 and record["reason"].startswith("collapse at step 3")
@@ -255,12 +256,10 @@ def test_metrics_reach_mlflow_when_tracking_is_on(tiny_base, arith_data, tmp_pat
 
 
 def test_every_step_and_purpose_gets_its_own_sampling_seed():
-    from klrl.training.trainer import _generator
-
-    draws = {key: torch.rand(4, generator=_generator(*key)).tolist() for key in
+    draws = {key: torch.rand(4, generator=seeded_generator(*key)).tolist() for key in
              [(0, "rollout", 0), (0, "rollout", 1), (0, "rollout", 12), (1, "rollout", 0), (0, "eval")]}
     assert len({tuple(v) for v in draws.values()}) == len(draws)
-    assert torch.rand(4, generator=_generator(0, "rollout", 1)).tolist() == draws[(0, "rollout", 1)]
+    assert torch.rand(4, generator=seeded_generator(0, "rollout", 1)).tolist() == draws[(0, "rollout", 1)]
 
 
 def test_the_sampler_is_synced_with_the_weights_it_samples_from(tiny_base, arith_data, tmp_path, parity_reward, monkeypatch):
@@ -269,13 +268,13 @@ def test_the_sampler_is_synced_with_the_weights_it_samples_from(tiny_base, arith
     synced = []
     monkeypatch.setattr(HFSampler, "sync", lambda self, model, version: synced.append((version, _weights(model))))
     trainer = Trainer(_config(tiny_base, arith_data, async_lag=2, steps=4, kl="k3-loss", beta=0.1), tmp_path / "cell")
-    policy_at, train_step = {}, trainer._train_step
+    policy_at, train_step = {}, trainer.train_step
 
     def recording_step():
         policy_at[trainer.step] = _weights(trainer.policy)
         return train_step()
 
-    trainer._train_step = recording_step
+    trainer.train_step = recording_step
     trainer.run()
     policy_at[4] = _weights(trainer.policy)
     # evaluation of θ0, rollouts of steps 0-3 from θ0, θ0, θ0, θ1 (lag 2), final evaluation of θ4
@@ -292,10 +291,16 @@ def test_generation_backend_is_checked():
 
 @pytest.mark.parametrize(
     "settings",
-    [{"kl": "k3-loss", "beta": 0.1}, {"kl": "k1-reward", "beta": 0.1, "async_lag": 1, "loss_aggregation": "token-mean"}],
+    [
+        {"kl": "k3-loss", "beta": 0.1},
+        {"kl": "k1-reward", "beta": 0.1, "async_lag": 1, "loss_aggregation": "token-mean"},
+        {"kl": "k1-reward-prefixis", "beta": 0.1, "async_lag": 1, "ppo_epochs": 2, "minibatches": 2, "ppo_clip": 0.2},
+        {"kl": "k3-both", "beta": 0.1, "ppo_epochs": 2, "loss_aggregation": "token-mean"},
+    ],
 )
 def test_micro_batches_take_the_whole_batch_step(tiny_base, arith_data, tmp_path, parity_reward, settings):
-    """Gradient accumulation over micro-batches of 3 rows (the last one shorter) equals one pass."""
+    """Gradient accumulation over micro-batches of 3 rows (the last one shorter) equals one pass,
+    alone or within PPO epochs and minibatches (minibatches of 8 rows: chunks of 3, 3, 2)."""
     runs = {}
     for micro in (None, 3):
         trainer = Trainer(_config(tiny_base, arith_data, steps=3, micro_batch_size=micro, **settings), tmp_path / str(micro))
@@ -307,8 +312,3 @@ def test_micro_batches_take_the_whole_batch_step(tiny_base, arith_data, tmp_path
         assert all(b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-6) for key in a), a["step"]
     gap = max((whole_weights[name] - chunked_weights[name]).abs().max().item() for name in whole_weights)
     assert gap < 1e-5, gap  # float32 rounding through AdamW; each step moves weights by ~lr = 1e-2
-
-
-def test_micro_batches_need_a_single_update_per_batch():
-    with pytest.raises(ValueError, match="bad value for 'micro_batch_size': 2"):
-        TrainConfig(base_model="m", train_data="t", eval_data="e", reward="arithmetic", micro_batch_size=2, minibatches=2)

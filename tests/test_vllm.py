@@ -101,7 +101,7 @@ def _max_gap(first: list[torch.Tensor], second: list[torch.Tensor]) -> float:
 
 def test_engine_logprobs_follow_the_learner_through_an_optimizer_step(trainer):
     rows = trainer.schedule.batch(0)
-    rollout, _ = trainer._rollout(rows)
+    rollout, _ = trainer.rollout(rows)
     engine = trainer.sampler.engine
     assert engine.version == 0
     prompts, completions = _token_lists(rollout)
@@ -112,7 +112,7 @@ def test_engine_logprobs_follow_the_learner_through_an_optimizer_step(trainer):
     assert _max_gap(engine.sequence_logprobs(prompts, completions), before) < LOGPROB_TOLERANCE
 
     trainer.reward_fn = _length_reward  # the base scores 0 on arith: no gradient from the task reward
-    record = trainer._train_step()  # rollout (already synced: no copy), scores, one AdamW step
+    record = trainer.train_step()  # rollout (already synced: no copy), scores, one AdamW step
     trainer.step += 1
     assert record["optim/grad_norm"] > 0
     after = _trainer_logprobs(trainer, rollout)

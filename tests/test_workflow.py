@@ -93,7 +93,7 @@ def test_the_default_grid_measures_every_claim():
     assert (cell.train["kl"]["name"], cell.train["kl"]["beta"], cell.train["seed"]) == ("k1-loss", 1.0, 1)
     assert cell.train["base_model"] == "results/base/tiny/model"
     assert cell.train["train_data"] == "results/data/arith/train.jsonl"
-    assert parse_cell_id(cell.id) == {"model": "tiny", "kl": "k1-loss", "beta": 1.0, "policy": "on", "seed": 1}
+    assert parse_cell_id(cell.id) == {"model": "tiny", "kl": "k1-loss", "beta": 1.0, "policy": "on", "lag": 0, "seed": 1}
 
 
 def test_cell_ids_round_trip():
@@ -407,3 +407,17 @@ def test_a_hub_model_declared_in_a_config_runs_a_cell_without_code_changes(tmp_p
     completions = [text for record in samples for text in record["completions"]]
     assert all("z" not in text[:-1] for text in completions)  # "z" ends a completion ...
     assert any(text.endswith("z") for text in completions)  # ... and did end some
+
+
+def test_staleness_is_a_grid_axis():
+    config = _config("test")
+    off = config["groups"][1]
+    off["lag"] = [2, 8]
+    del off["train"]["async_lag"]
+    cells = expand_grid(config)
+    lagged = {cell.id: cell.train["async_lag"] for cell in cells.values() if cell.policy == "off"}
+    assert lagged == {"tiny__k3-loss__b0.1__off-lag2__s0": 2, "tiny__k3-loss__b0.1__off-lag8__s0": 8}
+    assert [parse_cell_id(cid)["lag"] for cid in lagged] == [2, 8]
+    off["train"]["async_lag"] = 1
+    with pytest.raises(ValueError, match="group 'off-policy': a lag list needs policy \\[off\\] and no train.async_lag"):
+        expand_grid(config)

@@ -43,7 +43,7 @@ from klrl.stats import bootstrap_mean_ci
 from klrl.verdicts import COLUMNS as CLAIM_COLUMNS, claim_rows
 
 LIBRARY_KEYS = Path(__file__).with_name("library_keys.yaml")
-CONFIG_KEYS = ("model", "kl", "beta", "policy")
+CONFIG_KEYS = ("model", "kl", "beta", "policy", "lag")
 CURVE_METRICS = {
     "periodic_eval/pass@1": "eval_pass@1",
     "rollout/accuracy": "train_accuracy",

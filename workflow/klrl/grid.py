@@ -10,7 +10,8 @@ task and evaluation tasks:
         models: [tiny]
         kl: [none, k1-reward, k3-loss]
         beta: [0.1]
-        policy: [off]          # off: async_lag from the group's train settings (≥ 1)
+        policy: [off]          # off: async_lag from the group's train settings (≥ 1), or
+                               # lag: [2, 8, 16] to make staleness an axis (ids: ...__off-lag8__s0)
         seeds: [0, 1]
         task: arith            # training task; its test split is the in-domain evaluation
         eval_tasks: [arith, arith-long, arith-word]
@@ -48,29 +49,34 @@ RESULTS = Path("results")
 # resources); the config's `train` sections may not. Of `kl`, the grid sets the name and β;
 # train sections may set its options (`kl: {value_clamp: 10}`).
 GRID_KEYS = ("base_model", "base_revision", "stop_tokens", "train_data", "eval_data", "reward", "seed", "threads", "device")
-CELL_ID = re.compile(r"(?P<model>[a-z0-9.\-]+)__(?P<kl>[a-z0-9\-]+)__b(?P<beta>[0-9.e\-]+)__(?P<policy>on|off)__s(?P<seed>\d+)")
+CELL_ID = re.compile(
+    r"(?P<model>[a-z0-9.\-]+)__(?P<kl>[a-z0-9\-]+)__b(?P<beta>[0-9.e\-]+)__(?P<policy>on|off)(?:-lag(?P<lag>\d+))?__s(?P<seed>\d+)"
+)
 
 
-def cell_id(model: str, kl: str, beta: float, policy: str, seed: int) -> str:
-    """The cell's id.
+def cell_id(model: str, kl: str, beta: float, policy: str, seed: int, lag: int | None = None) -> str:
+    """The cell's id; the lag is part of it when the group makes staleness an axis (`lag: [...]`).
 
-    >>> cell_id("tiny", "k1-reward", 0.1, "on", 0)
-    'tiny__k1-reward__b0.1__on__s0'
+    >>> cell_id("tiny", "k1-reward", 0.1, "on", 0), cell_id("tiny", "none", 0, "off", 1, lag=8)
+    ('tiny__k1-reward__b0.1__on__s0', 'tiny__none__b0__off-lag8__s1')
     """
-    return f"{model}__{kl}__b{beta:g}__{policy}__s{seed}"
+    return f"{model}__{kl}__b{beta:g}__{policy}{'' if lag is None else f'-lag{lag}'}__s{seed}"
 
 
 def parse_cell_id(text: str) -> dict:
-    """The tags encoded in a cell id.
+    """The tags encoded in a cell id (lag: 0 on-policy, None when the id does not say it).
 
     >>> parse_cell_id("qwen2.5-7b__k3-loss__b0.005__off__s1")
-    {'model': 'qwen2.5-7b', 'kl': 'k3-loss', 'beta': 0.005, 'policy': 'off', 'seed': 1}
+    {'model': 'qwen2.5-7b', 'kl': 'k3-loss', 'beta': 0.005, 'policy': 'off', 'lag': None, 'seed': 1}
+    >>> parse_cell_id("tiny__none__b0__off-lag8__s1")["lag"]
+    8
     """
     match = CELL_ID.fullmatch(text)
     if not match:
-        raise ValueError(f"{text!r} is not a cell id (<model>__<kl>__b<beta>__<on|off>__s<seed>)")
+        raise ValueError(f"{text!r} is not a cell id (<model>__<kl>__b<beta>__<on|off[-lag<k>]>__s<seed>)")
     tags = match.groupdict()
-    return tags | {"beta": float(tags["beta"]), "seed": int(tags["seed"])}
+    lag = 0 if tags["policy"] == "on" else None if tags["lag"] is None else int(tags["lag"])
+    return {"model": tags["model"], "kl": tags["kl"], "beta": float(tags["beta"]), "policy": tags["policy"], "lag": lag, "seed": int(tags["seed"])}
 
 
 def model_path(model: str, declared: dict | None = None) -> str:
@@ -131,7 +137,7 @@ class Cell:
         }
 
 
-def _train_settings(config: dict, group: dict, model: str, kl: str, beta: float, policy: str, seed: int) -> dict:
+def _train_settings(config: dict, group: dict, model: str, kl: str, beta: float, policy: str, seed: int, lag: int | None) -> dict:
     task = get_task(group["task"])
     data = RESULTS / "data" / task.name
     sections = [config.get("train", {}), group.get("train", {}), config.get("train_overrides", {})]
@@ -156,8 +162,10 @@ def _train_settings(config: dict, group: dict, model: str, kl: str, beta: float,
         raise ValueError(f"group {group['name']!r}: prompts_per_step {prompts} is not a multiple of the {resources['processes']} training processes of a {model} job")
     if policy == "on":
         settings["async_lag"] = 0
+    elif lag is not None:
+        settings["async_lag"] = lag
     elif settings.get("async_lag", 0) < 1:
-        raise ValueError(f"group {group['name']!r}: policy 'off' needs train.async_lag ≥ 1 (the actor's lag in steps)")
+        raise ValueError(f"group {group['name']!r}: policy 'off' needs train.async_lag ≥ 1 or a lag list (the actor's lag in steps)")
     return settings
 
 
@@ -181,15 +189,18 @@ def expand_grid(config: dict) -> dict[str, Cell]:
                 get_base_model(model, config.get("models"))
             except ValueError as error:
                 raise ValueError(f"group {group['name']!r}: {error}") from None
-        product = itertools.product(models, group["kl"], group["beta"], group["policy"], group["seeds"])
-        for model, kl, beta, policy, seed in product:
+        if "lag" in group and (group["policy"] != ["off"] or "async_lag" in group.get("train", {})):
+            raise ValueError(f"group {group['name']!r}: a lag list needs policy [off] and no train.async_lag")
+        modes = [("on", None)] * ("on" in group["policy"]) + [("off", lag) for lag in group.get("lag", [None])] * ("off" in group["policy"])
+        product = itertools.product(models, group["kl"], group["beta"], modes, group["seeds"])
+        for model, kl, beta, (policy, lag), seed in product:
             beta = 0.0 if kl == "none" else float(beta)
-            cid = cell_id(model, kl, beta, policy, seed)
+            cid = cell_id(model, kl, beta, policy, seed, lag)
             if cid in cells:
                 if cells[cid].group == group["name"]:
                     continue  # kl none across several β: one cell
                 raise ValueError(f"cell {cid} is in groups {cells[cid].group!r} and {group['name']!r}; give one of them other values")
-            settings = _train_settings(config, group, model, kl, beta, policy, seed)
+            settings = _train_settings(config, group, model, kl, beta, policy, seed, lag)
             try:
                 resolved = from_mapping(TrainConfig, settings, "train config").to_dict()
             except ValueError as error:

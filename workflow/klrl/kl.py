@@ -1,6 +1,7 @@
 """The KL penalty: estimators, placements and off-policy corrections, in one place.
 
-Every KL term the trainer uses comes from `kl_terms`; nothing else computes one.
+Every KL term the trainer uses comes from `kl_terms`; nothing else computes one. Its
+diagnostics (every estimator, clamp and weight counts) are `kl_stats`, computed once per step.
 
 Notation (docs/paper.md). For completion token t of y ~ q(·|x):
     δ_t = log πθ(y_t|x,y<t) − log πref(y_t|x,y<t),   ρ_t = exp(−δ_t)
@@ -99,7 +100,6 @@ def token_kl(
 class KLTerms:
     reward_penalty: torch.Tensor  # (B,) detached β·Σ_t K̂_t; subtract from the reward
     loss_tokens: torch.Tensor  # (B, T) differentiable per-token loss term, zero off the mask
-    stats: dict[str, float]
 
 
 def _importance_weight(log_w: torch.Tensor, truncation: float | None) -> torch.Tensor:
@@ -107,6 +107,27 @@ def _importance_weight(log_w: torch.Tensor, truncation: float | None) -> torch.T
     if truncation is not None:
         log_w = log_w - (log_w.detach() - math.log(truncation)).clamp(min=0)
     return torch.exp(log_w)
+
+
+def _estimate(config: KLConfig, logp: torch.Tensor, ref_logp: torch.Tensor) -> TokenKL:
+    return token_kl(logp, ref_logp, config.estimator, log_ratio_clamp=config.log_ratio_clamp, value_clamp=config.value_clamp)
+
+
+def correction_weight(
+    config: KLConfig, logp: torch.Tensor, behaviour_logp: torch.Tensor | None, mask: torch.Tensor
+) -> torch.Tensor:
+    """The (B, T) importance weight of `config`'s correction on the KL term: ω_t (token-is),
+    W = Π_t ω_t (sequence-is), W_≤t = Π_{s≤t} ω_s (prefix-is), truncated at `is_truncation`;
+    ones without a correction. μ = πθ detached when behaviour_logp is None."""
+    behaviour = logp.detach() if behaviour_logp is None else behaviour_logp
+    log_ratio = (at_least_fp32(logp) - at_least_fp32(behaviour)) * mask  # log ω_t
+    if config.correction == "token-is":
+        return _importance_weight(log_ratio, config.is_truncation)
+    if config.correction == "sequence-is":
+        return _importance_weight(log_ratio.sum(-1, keepdim=True), config.is_truncation).expand_as(log_ratio)
+    if config.correction == "prefix-is":
+        return _importance_weight(log_ratio.cumsum(-1), config.is_truncation)
+    return torch.ones_like(log_ratio)
 
 
 def kl_terms(
@@ -120,26 +141,15 @@ def kl_terms(
 
     logp carries the gradient; ref_logp and behaviour_logp (μ's log-probs, None on-policy)
     are treated as constants. The loss term is per token: aggregate it with the policy loss.
+    Diagnostics are `kl_stats`'s, computed once per step, not here.
     """
     beta = config.beta
-    estimate = token_kl(
-        logp, ref_logp, config.estimator, log_ratio_clamp=config.log_ratio_clamp, value_clamp=config.value_clamp
-    )
-    mask = mask.to(estimate.values.dtype)
-    values = estimate.values * mask
-    behaviour = logp.detach() if behaviour_logp is None else behaviour_logp
-    log_ratio = (at_least_fp32(logp) - at_least_fp32(behaviour)) * mask  # log ω_t
-
+    values = _estimate(config, logp, ref_logp).values
+    mask = mask.to(values.dtype)
+    values = values * mask
+    weight = correction_weight(config, logp, behaviour_logp, mask)
     reward_penalty = values.new_zeros(values.shape[0])
     loss_tokens = torch.zeros_like(values)
-    weight = torch.ones_like(values)
-    if config.correction == "token-is":
-        weight = _importance_weight(log_ratio, config.is_truncation)
-    elif config.correction == "sequence-is":
-        weight = _importance_weight(log_ratio.sum(-1, keepdim=True), config.is_truncation).expand_as(values)
-    elif config.correction == "prefix-is":
-        weight = _importance_weight(log_ratio.cumsum(-1), config.is_truncation)
-
     if config.correction in ("sequence-is", "prefix-is"):
         loss_tokens = beta * values.detach() * weight * mask
     else:
@@ -147,27 +157,37 @@ def kl_terms(
             reward_penalty = beta * values.detach().sum(-1)
         if config.placement in ("loss", "both"):
             loss_tokens = beta * values * weight * mask
-
-    stats = _stats(logp, ref_logp, mask, estimate.clamped, weight, reward_penalty, config.is_truncation)
-    return KLTerms(reward_penalty=reward_penalty, loss_tokens=loss_tokens, stats=stats)
+    return KLTerms(reward_penalty=reward_penalty, loss_tokens=loss_tokens)
 
 
-def _stats(logp, ref_logp, mask, clamped, weight, reward_penalty, truncation) -> dict[str, float]:
-    """Diagnostics: every estimator's sequence estimate, how often clamps and weights act."""
-    n_tokens = mask.sum().clamp(min=1)
+@torch.no_grad()
+def kl_stats(
+    config: KLConfig,
+    logp: torch.Tensor,
+    ref_logp: torch.Tensor,
+    mask: torch.Tensor,
+    behaviour_logp: torch.Tensor | None = None,
+) -> dict[str, float]:
+    """Diagnostics of one batch: every estimator's sequence estimate (batch mean), how often
+    `config`'s clamps and importance-weight truncation act, the weights and the mean penalty."""
+    estimate = _estimate(config, logp, ref_logp)
+    mask = mask.to(estimate.values.dtype)
+    n_tokens = mask.sum().clamp(min=1).item()
     n_seqs = max(mask.shape[0], 1)
     stats = {}
     for name in ESTIMATORS:
-        values = token_kl(logp.detach(), ref_logp, name).values
+        values = token_kl(logp, ref_logp, name).values
         stats[f"kl/{name}"] = ((values * mask).sum() / n_seqs).item()
-    stats["kl/clamped_tokens"] = (clamped & mask.bool()).sum().item()
-    stats["kl/clamped_frac"] = stats["kl/clamped_tokens"] / n_tokens.item()
-    w = weight.detach()[mask.bool()]
+    stats["kl/clamped_tokens"] = (estimate.clamped & mask.bool()).sum().item()
+    stats["kl/clamped_frac"] = stats["kl/clamped_tokens"] / n_tokens
+    w = correction_weight(config, logp, behaviour_logp, mask)[mask.bool()]
     stats["kl/is_weight_mean"] = w.mean().item() if w.numel() else 1.0
     stats["kl/is_weight_max"] = w.max().item() if w.numel() else 1.0
+    truncation = config.is_truncation
     truncated = (w >= truncation * (1 - 1e-6)).sum().item() if truncation is not None else 0
-    stats["kl/is_truncated_frac"] = truncated / n_tokens.item()
-    stats["kl/reward_penalty_mean"] = reward_penalty.mean().item() if reward_penalty.numel() else 0.0
+    stats["kl/is_truncated_frac"] = truncated / n_tokens
+    penalty = kl_terms(config, logp, ref_logp, mask, behaviour_logp).reward_penalty
+    stats["kl/reward_penalty_mean"] = penalty.mean().item() if penalty.numel() else 0.0
     return stats
 
 

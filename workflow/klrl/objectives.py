@@ -66,15 +66,34 @@ def ppo_loss_tokens(
     return -torch.minimum(ratio * adv, clipped * adv) * mask.to(ratio.dtype)
 
 
-def aggregate(loss_tokens: torch.Tensor, mask: torch.Tensor, mode: str = "seq-sum") -> torch.Tensor:
-    """Reduce per-token losses to a scalar.
+def normaliser(mask: torch.Tensor, mode: str = "seq-sum", token_count: torch.Tensor | None = None) -> torch.Tensor:
+    """What `aggregate` divides the masked sum of a batch's per-token losses by.
 
-    seq-sum:    sum over each sequence's tokens, mean over sequences (the paper's equations);
-    token-mean: mean over every unmasked token of the batch (length-normalised).
+    seq-sum:    the batch's rows (sum over each sequence's tokens, mean over sequences: the
+                paper's equations);
+    token-mean: the batch's unmasked tokens, `token_count` if given (length-normalised). Under
+                data parallelism pass the mean over processes of their token counts, so that the
+                processes' losses, averaged as FSDP averages gradients, are the whole batch's.
+    >>> normaliser(torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]]), "token-mean").item()
+    3.0
     """
-    masked = loss_tokens * mask
     if mode == "seq-sum":
-        return masked.sum(-1).mean()
+        return torch.tensor(float(mask.shape[0]), device=mask.device)
     if mode == "token-mean":
-        return masked.sum() / mask.sum().clamp(min=1)
+        return (mask.sum() if token_count is None else token_count).clamp(min=1)
     raise ValueError(f"aggregation: {mode!r} is not one of {', '.join(AGGREGATIONS)}")
+
+
+def aggregate(
+    loss_tokens: torch.Tensor, mask: torch.Tensor, mode: str = "seq-sum", denominator: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Reduce per-token losses to a scalar: the masked sum over `denominator`, by default
+    `normaliser(mask, mode)`. Rows that are a part of a batch (a micro-batch) pass the whole
+    batch's denominator, so that the parts' losses sum to the batch's.
+
+    >>> loss, mask = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]), torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    >>> aggregate(loss, mask, "seq-sum").item(), aggregate(loss, mask, "token-mean").item()
+    (5.0, 2.5)
+    """
+    denominator = normaliser(mask, mode) if denominator is None else denominator
+    return (loss_tokens * mask).sum() / denominator

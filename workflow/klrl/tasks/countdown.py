@@ -64,7 +64,8 @@ def _generate(config: dict, split: str) -> list[dict]:
     return rows
 
 
-def _key(row: dict) -> tuple:
+def problem_key(row: dict) -> tuple:
+    """What makes two Countdown problems the same: their sorted numbers and target."""
     answer = json.loads(row["answer"])
     return tuple(sorted(answer["numbers"])), answer["target"]
 
@@ -102,6 +103,6 @@ def load_countdown(
     rows = _generate(config, split)
     if split == "test":
         train_config = {**config, "seed": split_seed(seed, "train"), "size": size if train_size is None else train_size}
-        seen = {_key(row) for row in _generate(train_config, "train")}
-        rows = [row for row in rows if _key(row) not in seen]
+        seen = {problem_key(row) for row in _generate(train_config, "train")}
+        rows = [row for row in rows if problem_key(row) not in seen]
     return rows

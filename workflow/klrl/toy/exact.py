@@ -1,12 +1,13 @@
-"""Exact gradients on the toy policy, by enumerating every sequence.
+"""Exact gradients on the toy policy, by enumerating every sequence, through the trainer's loss.
 
-Each KL configuration's gradient estimate comes from the same code the trainer runs:
-`klrl.kl.kl_terms` for the penalty and the loss term, `klrl.objectives` for the policy term
-that carries a reward penalty. For one sampled sequence y the loss is
-    S(y) = Σ_t −ω_t·A(y) + Σ_t loss_tokens_t(y),   A(y) = −reward_penalty(y)
-(only the KL part of the objective: the task reward is 0), and its expected gradient
-E_{y~q}[∇S(y)] = ∇ Σ_y q(y) S(y) with q held constant is one backward pass over all V^T
-sequences. q is πθ on-policy and the stale μ off-policy. Everything is float64 and divided by β.
+The estimate is the trainer's own: `klrl.loss.batch_loss` on a batch of one group of G = 2
+samples, the task reward 0 so that only the KL part of the objective is left: the reward
+penalty, RLOO advantages of the penalised reward, the policy term −clamp(πθ/q, 0, c)·A, the KL
+loss term, aggregation, the masks (EOS and padding when the space has an EOS) and clamps. Its
+expectation over batches drawn from q,
+    E[∇L] = ∇ Σ_{y1, y2} q(y1) q(y2) L(y1, y2)   (q held constant),
+is one backward pass over all pairs of sequences. q is πθ on-policy and the stale μ off-policy.
+Everything is float64 and divided by β.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from dataclasses import dataclass
 
 import torch
 
-from klrl.kl import KLConfig, kl_terms
-from klrl.objectives import policy_loss_tokens
+from klrl.kl import KLConfig
+from klrl.loss import LossConfig, batch_loss, reward_penalty, token_losses
 from klrl.toy.policy import ToyProblem
 
 MODES = ("on", "off")
+GROUP = 2  # samples per batch in the exact expectation: the smallest group RLOO allows
 
 
 @dataclass
@@ -30,23 +32,24 @@ class Enumeration:
     q: torch.Tensor  # (S,) sampling probability, constant
     logp: torch.Tensor  # (S, T) log πθ, differentiable in theta
     ref_logp: torch.Tensor
-    behaviour_logp: torch.Tensor  # log q per token, constant
-    mask: torch.Tensor
+    behaviour_logp: torch.Tensor | None  # log μ per token off-policy; None on-policy (q = πθ)
+    mask: torch.Tensor  # (S, T) 1 up to and including EOS
 
 
 def enumerate_sequences(problem: ToyProblem, mode: str, theta: torch.Tensor) -> Enumeration:
     space = problem.space
     seqs = space.sequences()
+    mask = space.mask(seqs)
     logp = space.token_logp(theta, seqs)
     if mode == "on":
-        behaviour_logp = logp.detach()
+        behaviour_logp, sampling_logp = None, logp.detach()
     elif mode == "off":
-        behaviour_logp = space.token_logp(problem.behaviour_theta, seqs)
+        behaviour_logp = sampling_logp = space.token_logp(problem.behaviour_theta, seqs)
     else:
         raise ValueError(f"mode: {mode!r} is not one of {', '.join(MODES)}")
-    q = behaviour_logp.sum(-1).exp()
+    q = (sampling_logp * mask).sum(-1).exp()
     ref_logp = space.token_logp(problem.ref_theta, seqs)
-    return Enumeration(seqs, q, logp, ref_logp, behaviour_logp, torch.ones_like(logp))
+    return Enumeration(seqs, q, logp, ref_logp, behaviour_logp, mask)
 
 
 def _theta(problem: ToyProblem) -> torch.Tensor:
@@ -57,12 +60,12 @@ def sequence_kl_gradient(problem: ToyProblem) -> torch.Tensor:
     """∇θ KL(πθ ‖ πref) over whole sequences: ∇ Σ_y πθ(y) Σ_t δ_t(y)."""
     theta = _theta(problem)
     e = enumerate_sequences(problem, "on", theta)
-    kl = (e.logp.sum(-1).exp() * (e.logp - e.ref_logp).sum(-1)).sum()
-    return torch.autograd.grad(kl, theta)[0]
+    kl = (e.logp * e.mask).sum(-1).exp() * ((e.logp - e.ref_logp) * e.mask).sum(-1)
+    return torch.autograd.grad(kl.sum(), theta)[0]
 
 
 def token_kl_gradient(problem: ToyProblem, mode: str, direction: str) -> torch.Tensor:
-    """Σ_t E_{prefix~q}[∇θ KL at that prefix], prefixes held fixed.
+    """Σ_t E_{prefix~q}[∇θ KL at that prefix], prefixes held fixed, over the unmasked steps.
 
     direction 'reverse' is KL(πθ ‖ πref), 'forward' is KL(πref ‖ πθ); q as in `mode`.
     """
@@ -76,7 +79,35 @@ def token_kl_gradient(problem: ToyProblem, mode: str, direction: str) -> torch.T
         per_prefix = (log_ref.exp() * (log_ref - log_pi)).sum(-1)
     else:
         raise ValueError(f"direction: {direction!r} is not 'reverse' or 'forward'")
-    return torch.autograd.grad((e.q[:, None] * per_prefix).sum(), theta)[0]
+    return torch.autograd.grad((e.q[:, None] * per_prefix * e.mask).sum(), theta)[0]
+
+
+def toy_loss_config(config: KLConfig, **options) -> LossConfig:
+    """The trainer's loss settings for `config` on batches of one group of GROUP samples."""
+    return LossConfig(kl=config, group_size=GROUP, **options)
+
+
+def expected_gradient(problem: ToyProblem, config: KLConfig | LossConfig, mode: str) -> torch.Tensor:
+    """E[∇ batch_loss] / β over batches of GROUP samples from q, exactly; zero for 'none'."""
+    loss_config = config if isinstance(config, LossConfig) else toy_loss_config(config)
+    theta = _theta(problem)
+    e = enumerate_sequences(problem, mode, theta)
+    n = e.seqs.shape[0]
+    first, second = (index.reshape(-1) for index in torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij"))
+    rows = torch.stack([first, second], -1)  # (n², 2): every batch, its samples next to each other
+
+    def loss_of(batch_rows: torch.Tensor) -> torch.Tensor:
+        behaviour = None if e.behaviour_logp is None else e.behaviour_logp[batch_rows]
+        rewards = torch.zeros(GROUP, dtype=torch.float64)
+        loss, _ = batch_loss(loss_config, e.logp[batch_rows], e.ref_logp[batch_rows], behaviour, rewards, e.mask[batch_rows])
+        return loss
+
+    losses = torch.func.vmap(loss_of)(rows)
+    expectation = (e.q[first] * e.q[second] * losses).sum()
+    if not expectation.requires_grad:
+        return torch.zeros_like(theta)
+    (grad,) = torch.autograd.grad(expectation, theta, allow_unused=True)
+    return (torch.zeros_like(theta) if grad is None else grad) / (loss_config.kl.beta or 1.0)
 
 
 @dataclass
@@ -94,11 +125,13 @@ class PerSequence:
 
 
 def per_sequence(problem: ToyProblem, config: KLConfig, mode: str) -> PerSequence:
+    """The pieces, from the trainer's per-token terms (`klrl.loss.token_losses`) with A = 1."""
+    loss_config = toy_loss_config(config)
     theta = _theta(problem)
     e = enumerate_sequences(problem, mode, theta)
-    terms = kl_terms(config, e.logp, e.ref_logp, e.mask, behaviour_logp=e.behaviour_logp)
-    score_terms = policy_loss_tokens(e.logp, e.behaviour_logp, torch.ones_like(e.q), e.mask).sum(-1)
-    loss_terms = terms.loss_tokens.sum(-1)
+    anchor = e.logp.detach() if e.behaviour_logp is None else e.behaviour_logp
+    policy, kl = token_losses(loss_config, e.logp, e.ref_logp, anchor, torch.ones_like(e.q), e.mask)
+    score_terms, loss_terms = (policy * e.mask).sum(-1), (kl * e.mask).sum(-1)
     n = e.seqs.shape[0]
     score = torch.zeros(n, theta.numel(), dtype=theta.dtype)
     loss = torch.zeros_like(score)
@@ -107,17 +140,5 @@ def per_sequence(problem: ToyProblem, config: KLConfig, mode: str) -> PerSequenc
         if loss_terms.requires_grad:
             loss[i] = torch.autograd.grad(loss_terms[i], theta, retain_graph=True)[0].reshape(-1)
     beta = config.beta or 1.0
-    return PerSequence(e.q, terms.reward_penalty.double() / beta, score, loss / beta)
-
-
-def expected_gradient(problem: ToyProblem, config: KLConfig, mode: str) -> torch.Tensor:
-    """E_{y~q}[∇S(y)] / β, exactly, for one configuration; zero for 'none'."""
-    theta = _theta(problem)
-    e = enumerate_sequences(problem, mode, theta)
-    terms = kl_terms(config, e.logp, e.ref_logp, e.mask, behaviour_logp=e.behaviour_logp)
-    advantage = -terms.reward_penalty.double()
-    surrogate = policy_loss_tokens(e.logp, e.behaviour_logp, advantage, e.mask).sum(-1) + terms.loss_tokens.sum(-1)
-    if not surrogate.requires_grad:
-        return torch.zeros_like(theta)
-    (grad,) = torch.autograd.grad((e.q * surrogate).sum(), theta, allow_unused=True)
-    return (torch.zeros_like(theta) if grad is None else grad) / (config.beta or 1.0)
+    penalty = reward_penalty(loss_config, e.logp, e.ref_logp, e.mask, e.behaviour_logp)
+    return PerSequence(e.q, penalty.double() / beta, score, loss / beta)

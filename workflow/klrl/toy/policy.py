@@ -3,6 +3,10 @@
 The policy has one row of V logits per prefix (all prefixes of length 0..T−1), so the
 parameters are a (n_prefixes, V) table θ and πθ(y_t | y<t) = softmax(θ[prefix(y<t)])[y_t].
 With V^T sequences in all, every expectation over πθ is a finite, exact sum.
+
+With an `eos` token, sequences end at their first EOS (included in the completion mask, as in
+the trainer's rollouts) and the positions after it are padding: filled with the EOS token,
+masked out, but still given log-probs by θ, so a loss that forgets the mask gets them wrong.
 """
 
 from __future__ import annotations
@@ -17,18 +21,37 @@ import torch
 class TabularSpace:
     vocab: int
     horizon: int
+    eos: int | None = None  # a token that ends the sequence (None: every sequence has `horizon` tokens)
 
     def __post_init__(self) -> None:
         if self.vocab < 2 or self.horizon < 1 or self.vocab**self.horizon > 100_000:
             raise ValueError(f"toy space: vocab {self.vocab} ≥ 2, horizon {self.horizon} ≥ 1, vocab^horizon ≤ 1e5")
+        if self.eos is not None and not 0 <= self.eos < self.vocab:
+            raise ValueError(f"toy space: eos {self.eos} is not a token of the vocabulary of {self.vocab}")
 
     @property
     def n_prefixes(self) -> int:
         return sum(self.vocab**t for t in range(self.horizon))
 
     def sequences(self) -> torch.Tensor:
-        """All V^T sequences, (V^T, T) long, in lexicographic order."""
-        return torch.tensor(list(itertools.product(range(self.vocab), repeat=self.horizon)), dtype=torch.long)
+        """Every distinct sequence, (N, T) long, in lexicographic order: the V^T of them without
+        EOS; with it, each cut after its first EOS and padded with EOS."""
+        seqs = torch.tensor(list(itertools.product(range(self.vocab), repeat=self.horizon)), dtype=torch.long)
+        if self.eos is None:
+            return seqs
+        padded = torch.where(self.mask(seqs).bool(), seqs, self.eos)
+        return torch.unique(padded, dim=0)
+
+    def mask(self, seqs: torch.Tensor) -> torch.Tensor:
+        """(N, T) float64: 1 up to and including the first EOS, 0 after it."""
+        if self.eos is None:
+            return torch.ones(seqs.shape, dtype=torch.float64)
+        ended_before = (seqs == self.eos).long().cumsum(-1) - (seqs == self.eos).long()
+        return (ended_before == 0).double()
+
+    def sequence_logp(self, theta: torch.Tensor, seqs: torch.Tensor) -> torch.Tensor:
+        """log πθ(y): the masked sum of the token log-probs, (N,)."""
+        return (self.token_logp(theta, seqs) * self.mask(seqs)).sum(-1)
 
     def prefix_ids(self, seqs: torch.Tensor) -> torch.Tensor:
         """Row of θ used at each step: prefixes of length t get ids offset_t + base-V value."""
@@ -64,22 +87,22 @@ class ToyProblem:
 
 
 def make_problem(
-    vocab: int = 3, horizon: int = 4, seed: int = 0, lag_steps: int = 3, lag_lr: float = 0.2
+    vocab: int = 3, horizon: int = 4, seed: int = 0, lag_steps: int = 3, lag_lr: float = 0.2, eos: int | None = None
 ) -> ToyProblem:
     """Random πθ and πref; μ is πθ before `lag_steps` gradient-ascent steps on a random reward.
 
     That is what an asynchronous actor's stale weights are: the learner has moved on.
     """
-    space = TabularSpace(vocab, horizon)
+    space = TabularSpace(vocab, horizon, eos)
     gen = torch.Generator().manual_seed(seed)
     behaviour = space.random_table(gen)
     ref = space.random_table(gen)
-    reward = torch.rand(vocab**horizon, generator=gen, dtype=torch.float64)
     seqs = space.sequences()
+    reward = torch.rand(seqs.shape[0], generator=gen, dtype=torch.float64)
     theta = behaviour.clone()
     for _ in range(lag_steps):
         theta.requires_grad_(True)
-        expected_reward = (space.token_logp(theta, seqs).sum(-1).exp() * reward).sum()
+        expected_reward = (space.sequence_logp(theta, seqs).exp() * reward).sum()
         (grad,) = torch.autograd.grad(expected_reward, theta)
         theta = (theta + lag_lr * grad / grad.norm() * theta.shape[0] ** 0.5).detach()
     return ToyProblem(space, theta.detach(), ref, behaviour)

@@ -56,7 +56,7 @@ class TrainConfig:
     prompts_per_step: int = _help("prompts per batch", 16)
     group_size: int = _help("G: samples per prompt", 8)
     max_new_tokens: int = _help("completion length limit", 8)
-    micro_batch_size: int | None = _help("rows per forward/backward pass, the gradient accumulated over them (None: all at once; needs ppo_epochs = minibatches = 1)", None)
+    micro_batch_size: int | None = _help("rows per forward/backward pass, the gradient accumulated over them (None: all at once); any ppo_epochs and minibatches", None)
     temperature: float = _help("sampling temperature", 1.0)
     top_p: float = _help("nucleus sampling mass", 1.0)
     generation_backend: str = _help(f"rollout generator, one of {GENERATION_BACKENDS}: hf samples with the learner's model, vllm with a colocated vLLM engine", "hf")
@@ -98,7 +98,7 @@ class TrainConfig:
             "ppo_clip": _positive_or_none(self.ppo_clip),
             "group_size": self.group_size >= 2,
             "ppo_epochs": self.ppo_epochs >= 1,
-            "micro_batch_size": self.micro_batch_size is None or (self.micro_batch_size >= 1 and self.ppo_epochs * self.minibatches == 1),
+            "micro_batch_size": self.micro_batch_size is None or self.micro_batch_size >= 1,
             "minibatches": self.minibatches >= 1 and (self.prompts_per_step * self.group_size) % self.minibatches == 0,
             "steps": self.steps >= 1,
             "prompts_per_step": self.prompts_per_step >= 1,

@@ -7,18 +7,18 @@ What runs at each step t, in order:
     holds the weights of step t − k (step 0 while t < k): what an asynchronous actor lagging
     k optimizer steps produces, but deterministic. `generation_backend` hf samples with μ's
     model itself; vllm with a colocated engine that is first given μ's weights (sync).
- 3. Scores: the task reward R; log-probs of the sampled tokens under the policy (with
-    gradient), the frozen reference πref (the base model) and, off-policy, μ (recomputed by
-    the learner from the stale weights, as in the paper).
- 4. KL: `klrl.kl.kl_terms` and nothing else. The reward penalty shapes R̃ = R − penalty; the
-    advantage is computed from R̃ within each group (RLOO by default; Dr. GRPO's R − group
-    mean with `advantage: group-mean`, the paper's off-policy choice).
- 5. Loss: `aggregate(policy term + KL loss term)`; the policy term is −clamp(πθ/μ, 0, c)·A
-    per token (truncated IS; the ratio is 1 on-policy), or PPO's clipped objective when
-    `ppo_clip` is set. AdamW after gradient-norm clipping; with ppo_epochs × minibatches > 1
-    the batch is reused for several updates, the ratio anchored at the pre-update policy
-    (on-policy) or at μ (off-policy). With `micro_batch_size`, steps 3 and 5 run chunk by
-    chunk (scores without gradient, then the gradient accumulated), the same step in less memory.
+ 3. Learning (`klrl.training.step.Learner`, one path for every setting): log-probs of the
+    sampled tokens under the policy, the frozen reference πref (the base model) and,
+    off-policy, μ (recomputed by the learner from the stale weights, as in the paper); the
+    loss of `klrl.loss`: the KL of `klrl.kl.kl_terms` (and nothing else) shapes the reward
+    R̃ = R − penalty and/or adds its loss term; advantages from R̃ within each group (RLOO by
+    default; Dr. GRPO's R − group mean with `advantage: group-mean`, the paper's off-policy
+    choice); the policy term −clamp(πθ/μ, 0, c)·A per token (truncated IS; the ratio is 1
+    on-policy), or PPO's clipped objective when `ppo_clip` is set; seq-sum or token-mean
+    aggregation. AdamW after gradient-norm clipping, once per minibatch: with ppo_epochs ×
+    minibatches > 1 the batch is reused for several updates, the ratio anchored at the
+    pre-update policy (on-policy) or at μ (off-policy). `micro_batch_size` splits every
+    forward/backward pass into chunks, the gradient accumulated: the same step in less memory.
 Departures from the paper: a deterministic lag replaces real asynchrony; the periodic
 evaluation uses a fixed subset of the held-out split; the defaults are toy-scale (the paper's
 values are in config/paper.yaml).
@@ -44,7 +44,6 @@ checkpoint, or does nothing when status.json says the cell is finished.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 import time
 from collections import deque
@@ -55,8 +54,6 @@ import yaml
 from tqdm import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from klrl.kl import kl_terms
-from klrl.objectives import advantages, policy_loss_tokens, ppo_loss_tokens
 from klrl.rewards import get_reward
 from klrl.schedule import lr_factor
 from klrl.tasks.data import read_split
@@ -67,29 +64,18 @@ from klrl.training.distributed import load_local_state, local_rows, local_state
 from klrl.training.evaluation import pass_at_1
 from klrl.training.prompts import PromptSchedule, encode_prompts, stop_token_ids
 from klrl.training.sampling import HFSampler, Rollout, completion_texts
-from klrl.training.scoring import combine_distribution_stats, completion_logits, distribution_stats, token_logp
+from klrl.training.seeds import seeded_generator
+from klrl.training.step import Learner
 from klrl.training.tracking import MetricsLog, Tracker, read_metrics, write_status
 
 
 MAX_MODEL_ARTIFACT_BYTES = 100 * 2**20  # larger final models are referenced by path in MLflow, not copied
 
 
-def _generator(*keys: object) -> torch.Generator:
-    """A CPU generator seeded from the keys (e.g. seed and step), the same in every process."""
-    digest = hashlib.sha256("/".join(map(str, keys)).encode()).digest()
-    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") >> 1)
-
-
-def _cat(parts: list[torch.Tensor | None]) -> torch.Tensor | None:
-    """Row-wise concatenation of per-chunk tensors (None stays None: no μ on-policy)."""
-    return None if parts[0] is None else torch.cat(parts)
-
-
 class Trainer:
     def __init__(self, config: TrainConfig, out_dir: Path, tracker: Tracker | None = None) -> None:
         self.config = config
         self.out_dir = Path(out_dir)
-        self.kl = config.kl
         self.reward_fn = get_reward(config.reward)
         if config.threads:
             torch.set_num_threads(config.threads)
@@ -115,6 +101,7 @@ class Trainer:
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else stops[0]
         self.sampler = self._make_sampler(stops, pad)
         self.history: deque[dict] = deque(maxlen=config.async_lag + 1)  # θ_{t−k} … θ_t (local shards)
+        self.learner = Learner(config, self.policy, self.reference, self.behaviour, self.optimizer, self.scheduler, self.procs)
         self.step = 0
 
     def _make_sampler(self, stops: tuple[int, ...], pad: int):
@@ -203,8 +190,8 @@ class Trainer:
         bar = tqdm(total=self.config.steps, initial=self.step, desc=self.out_dir.name, mininterval=2.0, disable=not main)
         status, reason = "completed", ""
         while self.step < self.config.steps:
-            evaluation = {"periodic_eval/pass@1": self._evaluate()} if self._due(self.config.eval_every) else {}
-            record = self._train_step() | evaluation
+            evaluation = {"periodic_eval/pass@1": self.evaluate()} if self._due(self.config.eval_every) else {}
+            record = self.train_step() | evaluation
             record = {"step": record.pop("step")} | self.procs.mean(record)
             accuracies.append(record["rollout/accuracy"])
             problem = self._divergence(record, accuracies)
@@ -221,7 +208,7 @@ class Trainer:
                 self._checkpoint()
         bar.close()
         if status == "completed":
-            self._log(log, {"step": self.step, "periodic_eval/pass@1": self._evaluate()})
+            self._log(log, {"step": self.step, "periodic_eval/pass@1": self.evaluate()})
         self._finish(status, reason)
         return status
 
@@ -269,8 +256,19 @@ class Trainer:
         (self.out_dir / "checkpoint.pt").unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ step
-    def _rollout(self, rows: list[dict]) -> tuple[Rollout, list[dict]]:
-        """This process's rows of the step's rollout, from the actor (θ_t, or θ_{t−k} off-policy)."""
+    def train_step(self) -> dict:
+        """Step `self.step`: a rollout from the actor, its rewards, and the learner's update;
+        returns the step's metrics (this process's)."""
+        start = time.perf_counter()
+        rollout, group = self.rollout(self.schedule.batch(self.step))
+        texts = completion_texts(self.tokenizer, rollout)
+        rewards = torch.tensor(self.reward_fn(texts, [row["answer"] for row in group]), dtype=torch.float32)
+        generate = time.perf_counter() - start
+        return {"step": self.step} | self.learner.learn(rollout, rewards, self.step) | {"time/generate": generate}
+
+    def rollout(self, rows: list[dict]) -> tuple[Rollout, list[dict]]:
+        """This process's rows of the step's rollout, from the actor (θ_t, or θ_{t−k} off-policy),
+        and their dataset rows. Off-policy it also records θ_t as the newest stale weights."""
         actor, version = self.policy, self.step
         if self.behaviour is not None:
             self.history.append(local_state(self.policy))
@@ -280,159 +278,13 @@ class Trainer:
         prompts = encode_prompts(self.tokenizer, [row["prompt"] for row in group])
         actor.eval()
         self.sampler.sync(actor, version)
-        rollout = self.sampler.sample(actor, prompts, _generator(self.config.seed, "rollout", self.step), self.rows)
+        rollout = self.sampler.sample(actor, prompts, seeded_generator(self.config.seed, "rollout", self.step), self.rows)
         return rollout, group[self.rows]
 
-    def _train_step(self) -> dict:
-        config, timings = self.config, {}
-        start = time.perf_counter()
-        rollout, group = self._rollout(self.schedule.batch(self.step))
-        texts = completion_texts(self.tokenizer, rollout)
-        rewards = torch.tensor(self.reward_fn(texts, [row["answer"] for row in group]), dtype=torch.float32)
-        timings["time/generate"] = time.perf_counter() - start
-
-        start = time.perf_counter()
-        rollout = rollout.apply(lambda tensor: tensor.to(self.device))
-        mask = rollout.completion_mask.float()
-        self.policy.train()
-        n_updates = config.ppo_epochs * config.minibatches
-        chunks = self._chunks(mask.shape[0])
-        if len(chunks) == 1:
-            logp, ref_logp, mu_logp, exact = self._score(rollout, grad=n_updates == 1)
-        else:  # micro-batches: scores without gradient here, the gradient chunk by chunk in the update
-            scored = [self._score(rollout.apply(lambda tensor: tensor[rows]), grad=False) for rows in chunks]
-            logp, ref_logp, mu_logp = (_cat([part[i] for part in scored]) for i in range(3))
-            exact = combine_distribution_stats([part[3] for part in scored], [mask[rows] for rows in chunks])
-        terms = kl_terms(self.kl, logp, ref_logp, mask, behaviour_logp=mu_logp)
-        adv = advantages(rewards.to(self.device) - terms.reward_penalty.float(), config.group_size, config.advantage)
-        record = {
-            "step": self.step,
-            "rollout/reward_mean": rewards.mean().item(),
-            "rollout/accuracy": (rewards > 0.5).float().mean().item(),
-            "rollout/response_length": mask.sum(-1).mean().item(),
-            "rollout/advantage_abs_mean": adv.abs().mean().item(),
-            **terms.stats,
-            **exact,
-            "optim/lr": self.scheduler.get_last_lr()[0],
-        }
-        if mu_logp is not None:
-            ratio = torch.exp(logp.detach() - mu_logp)[mask.bool()]
-            record["is/ratio_mean"] = ratio.mean().item()
-            record["is/ratio_max"] = ratio.max().item()
-            record["is/clamped_frac"] = (ratio > config.ratio_clamp).float().mean().item() if config.ratio_clamp else 0.0
-        timings["time/score"] = time.perf_counter() - start
-
-        if n_updates == 1 and len(chunks) == 1:
-            losses = self._update(logp, terms.loss_tokens, mu_logp, adv, mask, timings)
-        elif n_updates == 1:
-            losses = self._update_in_chunks(rollout, chunks, ref_logp, mu_logp, adv, timings)
-        else:
-            anchor = mu_logp if mu_logp is not None else logp
-            losses = self._updates(rollout, ref_logp, anchor, adv, timings)
-        if self.device.type == "cuda":  # GiB, peak so far; the maximum over processes
-            record["memory/allocated_gib_max"] = torch.cuda.max_memory_allocated(self.device) / 2**30
-        return record | losses | timings
-
-    def _chunks(self, rows: int) -> list[slice]:
-        """The micro-batches of a batch of `rows` rows (one chunk without micro_batch_size)."""
-        size = self.config.micro_batch_size or rows
-        return [slice(start, min(start + size, rows)) for start in range(0, rows, size)]
-
-    def _score(self, rollout: Rollout, grad: bool) -> tuple:
-        """Log-probs of the sampled tokens under πθ (with gradient if `grad`), πref and μ (None
-        on-policy), and the exact distribution statistics of πθ against πref."""
-        temperature, tokens = self.config.temperature, rollout.completion_ids
-        with torch.no_grad():
-            ref_logits = completion_logits(self.reference, rollout, temperature, self.device)
-            ref_logp = token_logp(ref_logits, tokens)
-            mu_logp = None
-            if self.behaviour is not None:
-                mu_logp = token_logp(completion_logits(self.behaviour, rollout, temperature, self.device), tokens)
-        with torch.enable_grad() if grad else torch.no_grad():
-            logits = completion_logits(self.policy, rollout, temperature, self.device)
-            logp = token_logp(logits, tokens)
-        return logp, ref_logp, mu_logp, distribution_stats(logits, ref_logits, rollout.completion_mask.float())
-
-    def _update_in_chunks(self, rollout, chunks, ref_logp, mu_logp, adv, timings) -> dict:
-        """One optimizer step with the gradient accumulated over micro-batches: each chunk's loss
-        is its share of the whole batch's, so the step is _update's on the whole batch."""
-        start = time.perf_counter()
-        batch_mask = rollout.completion_mask.float()
-        self.optimizer.zero_grad(set_to_none=True)
-        policy_loss = kl_loss = 0.0
-        for rows in chunks:
-            part = rollout.apply(lambda tensor: tensor[rows])
-            mask, anchor = batch_mask[rows], None if mu_logp is None else mu_logp[rows]
-            logp = token_logp(completion_logits(self.policy, part, self.config.temperature, self.device), part.completion_ids)
-            terms = kl_terms(self.kl, logp, ref_logp[rows], mask, behaviour_logp=anchor)
-            policy = self._aggregate(self._policy_term(logp, anchor, adv[rows], mask), mask, batch_mask)
-            kl = self._aggregate(terms.loss_tokens, mask, batch_mask)
-            (policy + kl).backward()
-            policy_loss, kl_loss = policy_loss + policy.item(), kl_loss + kl.item()
-        timings["time/backward"] = time.perf_counter() - start
-        return self._optimizer_step(policy_loss, kl_loss, timings)
-
-    def _policy_term(self, logp, anchor, adv, mask) -> torch.Tensor:
-        anchor = logp.detach() if anchor is None else anchor
-        if self.config.ppo_clip is not None:
-            return ppo_loss_tokens(logp, anchor, adv, mask, self.config.ppo_clip)
-        return policy_loss_tokens(logp, anchor, adv, mask, self.config.ratio_clamp)
-
-    def _update(self, logp, kl_loss_tokens, anchor, adv, mask, timings) -> dict:
-        """One optimizer step on the policy term plus the KL loss term; returns loss metrics."""
-        start = time.perf_counter()
-        policy_tokens = self._policy_term(logp, anchor, adv, mask)
-        policy_loss = self._aggregate(policy_tokens, mask)
-        kl_loss = self._aggregate(kl_loss_tokens, mask)
-        self.optimizer.zero_grad(set_to_none=True)
-        (policy_loss + kl_loss).backward()
-        timings["time/backward"] = timings.get("time/backward", 0.0) + time.perf_counter() - start
-        return self._optimizer_step(policy_loss.item(), kl_loss.item(), timings)
-
-    def _optimizer_step(self, policy_loss: float, kl_loss: float, timings: dict) -> dict:
-        """Clip the accumulated gradient and step (unless the loss or gradient is not finite)."""
-        start = time.perf_counter()
-        loss = policy_loss + kl_loss
-        grad_norm = distributed.clip_grad_norm(self.policy, self.config.grad_clip)
-        if math.isfinite(loss) and math.isfinite(grad_norm):
-            self.optimizer.step()
-            self.scheduler.step()
-        timings["time/optimizer"] = timings.get("time/optimizer", 0.0) + time.perf_counter() - start
-        return {"loss/total": loss, "loss/policy": policy_loss, "loss/kl": kl_loss, "optim/grad_norm": grad_norm}
-
-    def _aggregate(self, loss_tokens: torch.Tensor, mask: torch.Tensor, batch_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """This process's loss over the rows of `mask`, a part of the batch `batch_mask` (the
-        whole local batch by default), such that summed over the parts and averaged over the
-        processes it is the whole batch's: seq-sum divides by the rows of the batch (equal shares
-        per process), token-mean by the batch's token count over all processes over their number."""
-        batch_mask = mask if batch_mask is None else batch_mask
-        total = (loss_tokens * mask).sum()
-        if self.config.loss_aggregation == "seq-sum":
-            return total / batch_mask.shape[0]
-        tokens = batch_mask.sum() if self.procs.world == 1 else self.procs.sum(batch_mask.sum()) / self.procs.world
-        return total / tokens.clamp(min=1)
-
-    def _updates(self, rollout, ref_logp, anchor, adv, timings) -> dict:
-        """ppo_epochs passes of `minibatches` updates each over the batch; metrics of the last."""
-        size = adv.shape[0] // self.config.minibatches
-        losses = {}
-        for epoch in range(self.config.ppo_epochs):
-            order = torch.randperm(adv.shape[0], generator=_generator(self.config.seed, "minibatch", self.step, epoch))
-            for index in order.split(size):
-                index = index.to(self.device)
-                part = rollout.apply(lambda tensor: tensor[index])
-                start = time.perf_counter()
-                logp = token_logp(completion_logits(self.policy, part, self.config.temperature, self.device), part.completion_ids)
-                mask = part.completion_mask.float()
-                terms = kl_terms(self.kl, logp, ref_logp[index], mask, behaviour_logp=anchor[index])
-                timings["time/score"] += time.perf_counter() - start
-                losses = self._update(logp, terms.loss_tokens, anchor[index], adv[index], mask, timings)
-        return losses
-
-    def _evaluate(self) -> float:
+    def evaluate(self) -> float:
         """pass@1 of the current policy on the fixed held-out subset, at temperature 1."""
         self.policy.eval()
         sampler = dataclasses.replace(self.sampler, temperature=1.0, top_p=1.0)
         sampler.sync(self.policy, self.step)
-        generator = _generator(self.config.seed, "eval")
+        generator = seeded_generator(self.config.seed, "eval")
         return pass_at_1(self.policy, self.tokenizer, sampler, self.eval_rows, self.reward_fn, self.config.eval_samples, generator)

@@ -1,0 +1,121 @@
+"""Mutation check of the gradient path: apply each declared one-line bug to a copy of the
+package and run the gradient-path tests against it; print killed / survived per mutant.
+
+    python benchmarks/mutants.py                 # this checkout
+    python benchmarks/mutants.py --root DIR      # another checkout (e.g. an older commit)
+
+A mutant lists (file, original, replacement) alternatives; the first whose original text occurs
+in the checkout is applied (so one declared bug can be tried on code laid out differently);
+a mutant none of whose originals occurs is reported as n/a. The tests run with -x (a killed
+mutant stops at the first failure), OMP_NUM_THREADS=1, from a temporary copy of the checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+K = "workflow/klrl/"
+MUTANTS = {
+    "penalty sign flipped (R + penalty)": [
+        (K + "loss.py", "at_least_fp32(rewards).to(penalty.device) - penalty", "at_least_fp32(rewards).to(penalty.device) + penalty"),
+        (K + "training/trainer.py", "rewards.to(self.device) - terms.reward_penalty.float()", "rewards.to(self.device) + terms.reward_penalty.float()"),
+    ],
+    "estimator sign flipped (δ = log πref − log πθ)": [
+        (K + "kl.py", "delta = at_least_fp32(logp) - at_least_fp32(ref_logp)", "delta = at_least_fp32(ref_logp) - at_least_fp32(logp)"),
+    ],
+    "K1 and K3 swapped": [(K + "kl.py", '{"k1": _k1, "k2": _k2, "k3": _k3}', '{"k1": _k3, "k2": _k2, "k3": _k1}')],
+    "K3 of the other direction (ρ ↔ 1/ρ)": [(K + "kl.py", "torch.expm1(-delta) + delta)", "torch.expm1(delta) - delta)")],
+    "stop-gradient dropped on the IS-weighted K1": [
+        (K + "kl.py", "loss_tokens = beta * values.detach() * weight * mask", "loss_tokens = beta * values * weight * mask"),
+    ],
+    "stop-gradient dropped on the reward penalty": [
+        (K + "kl.py", "reward_penalty = beta * values.detach().sum(-1)", "reward_penalty = beta * values.sum(-1)"),
+    ],
+    "token-is weight dropped": [
+        (K + "kl.py", "loss_tokens = beta * values * weight * mask", "loss_tokens = beta * values * mask"),
+    ],
+    "prefix weight not cumulated": [(K + "kl.py", "_importance_weight(log_ratio.cumsum(-1), config.is_truncation)", "_importance_weight(log_ratio, config.is_truncation)")],
+    "sequence weight cumulated as a prefix": [
+        (K + "kl.py", "_importance_weight(log_ratio.sum(-1, keepdim=True), config.is_truncation).expand_as", "_importance_weight(log_ratio.cumsum(-1), config.is_truncation).expand_as"),
+    ],
+    "IS truncation inverted": [(K + "kl.py", "(log_w.detach() - math.log(truncation)).clamp(min=0)", "(log_w.detach() - math.log(truncation)).clamp(max=0)")],
+    "ratio clamp inverted": [(K + "objectives.py", "ratio = ratio.clamp(0.0, ratio_clamp)", "ratio = ratio.clamp(min=ratio_clamp)")],
+    "policy ratio not detached from the anchor (on-policy)": [
+        (K + "loss.py", "anchor = logp.detach() if behaviour_logp is None", "anchor = logp if behaviour_logp is None"),
+        (K + "training/trainer.py", "anchor = logp.detach() if anchor is None else anchor", "anchor = logp if anchor is None else anchor"),
+    ],
+    "KL weight's μ not detached on-policy": [
+        (K + "kl.py", "behaviour = logp.detach() if behaviour_logp is None else behaviour_logp", "behaviour = logp if behaviour_logp is None else behaviour_logp"),
+    ],
+    "RLOO baseline includes the sample": [(K + "objectives.py", "baseline = (total - grouped) / (group_size - 1)", "baseline = total / group_size")],
+    "advantage sign flipped": [(K + "objectives.py", "return (grouped - baseline).reshape(-1)", "return (baseline - grouped).reshape(-1)")],
+    "μ replaced by πθ in the update": [
+        (K + "training/step.py", "anchor = scores.logp if scores.behaviour_logp is None else scores.behaviour_logp", "anchor = scores.logp"),
+        (K + "training/trainer.py", "anchor = mu_logp if mu_logp is not None else logp", "anchor = logp"),
+    ],
+    "off-by-one lag (μ one step too fresh)": [
+        (K + "training/trainer.py", "deque(maxlen=config.async_lag + 1)", "deque(maxlen=max(config.async_lag, 1))"),
+    ],
+    "KL loss term not masked": [(K + "kl.py", "    values = values * mask\n", "")],
+    "seq-sum divides by tokens": [
+        (K + "objectives.py", 'return torch.tensor(float(mask.shape[0]), device=mask.device)', 'return mask.sum()'),
+        (K + "training/trainer.py", "return total / batch_mask.shape[0]", "return total / batch_mask.sum()"),
+    ],
+    "micro-batch normalised by its own tokens, not the minibatch's": [
+        (K + "training/step.py", "mask[rows], denominator)", "mask[rows], normaliser(mask[rows], self.loss.aggregation))"),
+        (K + "training/trainer.py", "kl = self._aggregate(terms.loss_tokens, mask, batch_mask)", "kl = self._aggregate(terms.loss_tokens, mask)"),
+    ],
+}
+TESTS = ["tests/test_kl.py", "tests/test_objectives.py", "tests/test_toy_exact.py", "tests/test_golden.py",
+         "tests/test_step_gradient.py", "tests/test_trainer.py"]
+
+
+def run(root: Path, names: list[str]) -> dict[str, str]:
+    results = {}
+    tests = [t for t in TESTS if (root / t).exists()]
+    for name, alternatives in MUTANTS.items():
+        if names and name not in names:
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = Path(tmp) / "tree"
+            shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".git", ".venv", "results", "__pycache__", ".snakemake"))
+            applied = False
+            for path, original, replacement in alternatives:
+                text = (copy / path).read_text() if (copy / path).exists() else ""
+                if original in text:
+                    (copy / path).write_text(text.replace(original, replacement, 1))
+                    applied = True
+                    break
+            if not applied:
+                results[name] = "n/a"
+                print(f"{'n/a':9} {name}", flush=True)
+                continue
+            env = os.environ | {"PYTHONPATH": str(copy / "workflow"), "OMP_NUM_THREADS": "1"}
+            start = time.monotonic()
+            proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not slow", *tests],
+                                  cwd=copy, env=env, capture_output=True, text=True)
+            results[name] = "killed" if proc.returncode else "SURVIVED"
+            failed = next((line for line in proc.stdout.splitlines() if line.startswith("FAILED")), "")
+            print(f"{results[name]:9} {name}  ({time.monotonic() - start:.0f} s) {failed[:150]}", flush=True)
+    counts = {state: sum(v == state for v in results.values()) for state in ("killed", "SURVIVED", "n/a")}
+    print(f"summary: {counts}")
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1], help="checkout to mutate")
+    parser.add_argument("--only", action="append", default=[], help="run only this mutant (repeatable)")
+    args = parser.parse_args()
+    run(args.root, args.only)
+
+
+if __name__ == "__main__":
+    main()
