@@ -36,8 +36,9 @@ checkpoints and final/ hold full weights. With `mixed_precision: bf16` (FSDP eve
 process) the model computes in bfloat16 over float32 master weights.
 
 Files in the output folder: metrics.jsonl (one line per step), status.json (completed or
-diverged, with the step and reason), config.yaml (resolved), checkpoint.pt while running,
-final/ (the trained model and tokenizer). Re-running the same command resumes from the
+diverged, with the step and reason; written atomically after final/), config.yaml (resolved),
+checkpoint.pt and checkpoint.prev.pt while running (klrl.training.checkpoint), final/ (the
+trained model and tokenizer). Re-running the same command resumes from the
 checkpoint, or does nothing when status.json says the cell is finished.
 """
 
@@ -61,7 +62,7 @@ from klrl.rewards import get_reward
 from klrl.schedule import lr_factor
 from klrl.tasks.data import read_split
 from klrl.training import distributed
-from klrl.training.checkpoint import load_checkpoint, save_checkpoint
+from klrl.training.checkpoint import load_checkpoint, remove_checkpoints, save_checkpoint
 from klrl.training.config import TrainConfig
 from klrl.training.distributed import load_local_state, local_rows, local_state
 from klrl.training.evaluation import pass_at_1
@@ -258,7 +259,8 @@ class Trainer:
         final = self.out_dir / "final"
         self.policy.save_pretrained(final, state_dict=weights)
         self.tokenizer.save_pretrained(final)
-        write_status(self.out_dir, status, self.step, reason)
+        write_status(self.out_dir, status, self.step, reason)  # after final/: its presence means done
+        remove_checkpoints(self.out_dir)
         for name in ("metrics.jsonl", "status.json", "config.yaml"):
             self.tracker.log_artifact(self.out_dir / name)
         if sum(path.stat().st_size for path in final.iterdir()) <= MAX_MODEL_ARTIFACT_BYTES:
@@ -266,7 +268,6 @@ class Trainer:
         else:
             self.tracker.set_tag("final_model_path", str(final.resolve()))
         self.tracker.finish(failed=status != "completed")
-        (self.out_dir / "checkpoint.pt").unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ step
     def _rollout(self, rows: list[dict]) -> tuple[Rollout, list[dict]]:
