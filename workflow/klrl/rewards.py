@@ -145,6 +145,37 @@ def _countdown_value(expression: str) -> tuple[Fraction | None, list[int]]:
         return None, []
 
 
+def _countdown_reference_problem(reference: str) -> str:
+    try:
+        problem = json.loads(reference)
+    except ValueError:
+        return "JSON"
+    if not (isinstance(problem, dict) and isinstance(problem.get("target"), int) and isinstance(problem.get("numbers"), list)):
+        return 'a JSON object {"numbers": [int, ...], "target": int}'
+    if not problem["numbers"] or not all(type(n) is int and n >= 0 for n in problem["numbers"]):
+        return "a countdown problem with a non-empty list of non-negative integers"
+    return ""
+
+
+_REFERENCE_PROBLEMS = {
+    "math": lambda reference: "" if reference.strip() else "a non-empty answer",
+    "arithmetic": lambda reference: "" if re.fullmatch(r"-?(0|[1-9][0-9]*)", reference) else "an integer",
+    "countdown": _countdown_reference_problem,
+}
+
+
+def check_reference(reward: str, reference: str) -> str:
+    """What a reference answer of reward `reward` must be and is not ('' when it is fine, or when
+    the reward defines no check), so that bad data fails when it is read, not inside the reward
+    mid-training.
+
+    >>> check_reference("arithmetic", "twelve"), check_reference("arithmetic", "-12")
+    ('an integer', '')
+    """
+    get_reward(reward)
+    return _REFERENCE_PROBLEMS.get(reward, lambda _: "")(reference)
+
+
 REWARDS = {"math": math_reward, "arithmetic": arithmetic_reward, "countdown": countdown_reward}
 
 

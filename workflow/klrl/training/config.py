@@ -32,6 +32,8 @@ class TrainConfig:
     train_data: str = _help("prepared train split (JSONL from `klrl prepare-data`)")
     eval_data: str = _help("prepared held-out in-domain split for the periodic evaluation")
     reward: str = _help("reward name in klrl.rewards (the task's)")
+    max_prompt_tokens: int = _help("longest prompt accepted from the data, in tokens: a longer row is an error naming file:line", 2048)
+    max_answer_chars: int = _help("longest reference answer accepted from the data, in characters", 1000)
     # the KL penalty
     kl: str = _help("KL configuration, a standard name of klrl.kl (e.g. k1-reward, k3-loss)", "none")
     beta: float = _help("KL coefficient β", 0.0)

@@ -60,7 +60,7 @@ from klrl.kl import kl_terms
 from klrl.objectives import advantages, policy_loss_tokens, ppo_loss_tokens
 from klrl.rewards import get_reward
 from klrl.schedule import lr_factor
-from klrl.tasks.data import read_split
+from klrl.tasks.data import RowLimits, read_split
 from klrl.training import distributed
 from klrl.training.checkpoint import load_checkpoint, remove_checkpoints, save_checkpoint
 from klrl.training.config import TrainConfig
@@ -70,6 +70,7 @@ from klrl.training.prompts import PromptSchedule, encode_prompts
 from klrl.training.sampling import HFSampler, Rollout, completion_texts
 from klrl.training.scoring import combine_distribution_stats, completion_logits, distribution_stats, token_logp
 from klrl.training.tracking import MetricsLog, Tracker, read_metrics, write_status
+from klrl.verify_worker import grading_counts
 
 
 MAX_MODEL_ARTIFACT_BYTES = 100 * 2**20  # larger final models are referenced by path in MLflow, not copied
@@ -110,8 +111,10 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: lr_factor(step, config.warmup_steps, config.steps, cosine)
         )
-        self.schedule = PromptSchedule(read_split(Path(config.train_data)), config.prompts_per_step, config.seed)
-        self.eval_rows = read_split(Path(config.eval_data))[: config.eval_size]
+        limits = RowLimits(config.max_prompt_tokens, config.max_answer_chars)
+        read = lambda path: read_split(Path(path), config.reward, limits, lambda text: len(self.tokenizer(text).input_ids))  # noqa: E731
+        self.schedule = PromptSchedule(read(config.train_data), config.prompts_per_step, config.seed)
+        self.eval_rows = read(config.eval_data)[: config.eval_size]
         eos = self.tokenizer.eos_token_id
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
         self.sampler = self._make_sampler(eos, pad)
@@ -205,7 +208,7 @@ class Trainer:
         status, reason = "completed", ""
         while self.step < self.config.steps:
             evaluation = {"eval/pass@1": self._evaluate()} if self._due(self.config.eval_every) else {}
-            record = self._train_step() | evaluation
+            record = self._train_step() | evaluation | grading_counts()  # timeouts, deadline-zeroed, cache hits
             record = {"step": record.pop("step")} | self.procs.mean(record)
             accuracies.append(record["rollout/accuracy"])
             problem = self._divergence(record, accuracies)
