@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from klrl.choices import ADVANTAGES, AGGREGATIONS, KLConfig
+from klrl.files import read_yaml
 
 GENERATION_BACKENDS = ("hf", "vllm")
 PRECISIONS = ("none", "bf16")  # bf16: bfloat16 compute over float32 master weights (FSDP)
@@ -130,7 +131,7 @@ def _field_help(name: str) -> str:
 
 def load_config(path: Path | None, overrides: list[str] = ()) -> TrainConfig:
     """A TrainConfig from a YAML file and `key=value` overrides (values parsed as YAML)."""
-    values = yaml.safe_load(Path(path).read_text()) if path else {}
+    values = read_yaml(path) if path else {}
     if not isinstance(values, dict):
         raise ValueError(f"{path}: a train config must be a mapping of keys to values")
     for item in overrides:
