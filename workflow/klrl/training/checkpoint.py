@@ -68,14 +68,15 @@ def _read(path: Path) -> dict:
     try:
         state = torch.load(path, weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as error:
-        found = re.search(r"Unsupported global: (GLOBAL [\w.]+)|Unsupported operand \d+", str(error))
+        found = re.search(r"GLOBAL [\w.]+|Unsupported operand \d+", str(error))
         what = found.group(0) if found else "an object that is not a tensor or a plain value"
         raise UnsafeCheckpoint(
             f"{path}: refused, it would run code on load ({what}); klrl never writes such a file. "
             "Delete it if you do not know where it came from"
         ) from None
-    except (RuntimeError, EOFError, OSError, ValueError) as error:
-        raise ValueError(f"{path}: unreadable ({str(error).splitlines()[0][:120]})") from None
+    except Exception as error:  # torn or truncated: whatever the zip reader or unpickler raised
+        first_line = (str(error).splitlines() or [type(error).__name__])[0]
+        raise ValueError(f"{path}: unreadable ({first_line[:120]})") from None
     missing = [key for key in REQUIRED_KEYS if not isinstance(state, dict) or key not in state]
     if missing:
         raise ValueError(f"{path}: not a klrl checkpoint (no {missing[0]!r})")
