@@ -15,7 +15,7 @@ from klrl.cli import main as klrl
 from klrl.rewards import math_reward
 from klrl.tasks.data import RowLimits, prepare, read_split
 
-EDITED_DATA = 1  # the file changed after prepare-data
+EDITED_DATA = 2  # the file changed after prepare-data; a 10 MB row appended to a prepared split
 
 
 # --- hostile data rows: each refused when read, naming file:line
@@ -120,3 +120,16 @@ def test_a_user_mistake_is_one_line(tmp_path, monkeypatch, capsys, args, message
     assert stderr.startswith(message) and stderr.endswith("(--debug for the traceback)\n") and stderr.count("\n") == 1, stderr
     with pytest.raises((ValueError, OSError)):  # --debug: the exception itself, with its traceback
         klrl([*args, "--debug"])
+
+
+def test_a_10_mb_prompt_stops_train_before_any_step_naming_its_row(tiny_base, tmp_path, capsys):
+    data = tmp_path / "arith"
+    prepare("arith", data, seed=0, sizes={"train": 8, "test": 4})
+    with (data / "train.jsonl").open("a") as handle:
+        handle.write(json.dumps(_row(prompt="7+" * 5_000_000)) + "\n")
+    settings = {"base_model": str(tiny_base), "train_data": str(data / "train.jsonl"), "eval_data": str(data / "test.jsonl"),
+                "reward": "arithmetic", "steps": 1, "prompts_per_step": 2, "group_size": 2}
+    (tmp_path / "cell.yaml").write_text(yaml.safe_dump(settings))
+    assert klrl(["train", "--config", str(tmp_path / "cell.yaml"), "--out", str(tmp_path / "train")]) == 2
+    assert "train.jsonl:9: prompt of 312500+ tokens, over max_prompt_tokens=2048" in capsys.readouterr().err
+    assert not (tmp_path / "train" / "metrics.jsonl").exists()

@@ -111,15 +111,20 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: lr_factor(step, config.warmup_steps, config.steps, cosine)
         )
-        limits = RowLimits(config.max_prompt_tokens, config.max_answer_chars)
-        read = lambda path: read_split(Path(path), config.reward, limits, lambda text: len(self.tokenizer(text).input_ids))  # noqa: E731
-        self.schedule = PromptSchedule(read(config.train_data), config.prompts_per_step, config.seed)
-        self.eval_rows = read(config.eval_data)[: config.eval_size]
+        train_rows, eval_rows = (
+            read_split(Path(path), config.reward, RowLimits(config.max_prompt_tokens, config.max_answer_chars), self._count_tokens)
+            for path in (config.train_data, config.eval_data)
+        )
+        self.schedule = PromptSchedule(train_rows, config.prompts_per_step, config.seed)
+        self.eval_rows = eval_rows[: config.eval_size]
         eos = self.tokenizer.eos_token_id
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
         self.sampler = self._make_sampler(eos, pad)
         self.history: deque[dict] = deque(maxlen=config.async_lag + 1)  # θ_{t−k} … θ_t (local shards)
         self.step = 0
+
+    def _count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text).input_ids)
 
     def _make_sampler(self, eos: int, pad: int):
         """The rollout backend: `hf` samples with the learner's model, `vllm` with an engine of its own."""
