@@ -91,12 +91,12 @@ DEADLINE_TOWERS = [TOWER % n for n in range(100, 110)]
 def test_a_batch_past_its_deadline_scores_the_rest_zero_and_counts_them(monkeypatch):
     monkeypatch.setattr(verify_worker, "WORKERS", 2)
     verify_worker.grading_counts()
-    rewards = math_reward(DEADLINE_TOWERS + [r"\boxed{\sqrt{12}}"], ["81"] * 10 + [r"2\sqrt{3}"], timeout=0.5, deadline=1.2)
+    rewards = math_reward(DEADLINE_TOWERS + [r"\boxed{\sqrt{75}}"], ["81"] * 10 + [r"5\sqrt{3}"], timeout=0.5, deadline=1.2)
     counts = verify_worker.grading_counts()
     assert rewards == [0.0] * 11  # the honest last item was not reached either: zeroed, and counted
     assert counts["grading/timeouts"] + counts["grading/deadline_zeroed"] == 11
     assert counts["grading/deadline_zeroed"] >= 5  # at most 2 workers × 3 items started in 1.2 s
-    assert math_reward([r"\boxed{\sqrt{12}}"], [r"2\sqrt{3}"], timeout=5.0) == [1.0]  # not cached as 0: graded next time
+    assert math_reward([r"\boxed{\sqrt{75}}"], [r"5\sqrt{3}"], timeout=5.0) == [1.0]  # not cached as 0: graded next time
 
 
 # --- user mistakes: one line each, the traceback only with --debug

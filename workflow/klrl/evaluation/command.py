@@ -160,6 +160,7 @@ def _run(args: argparse.Namespace) -> None:
         torch.set_num_threads(args.threads)
     check_data(args.model, args.tasks, args.data_dir, RowLimits(args.max_prompt_tokens, args.max_answer_chars))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    grading_counts()  # from here on: this evaluation's
     samples = 1 if args.greedy else args.samples
     decoding = Decoding(samples, args.greedy, args.temperature, args.top_p, args.max_new_tokens)
     results, timing = evaluate(

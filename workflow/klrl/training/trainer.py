@@ -206,6 +206,7 @@ class Trainer:
         old = read_metrics(path) if path.exists() else []
         accuracies = [record["rollout/accuracy"] for record in old if record["step"] < self.step and "rollout/accuracy" in record]
         self.procs.barrier()  # every process has read the log before rank 0 rewrites it
+        grading_counts()  # from here on, each record counts its own step's grading
         log = MetricsLog(path, keep_steps_below=self.step) if main else None
         if self.step == 0:
             self.tracker.log_params(self.config.to_dict())
