@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -26,6 +27,7 @@ from test_hostile_inputs import DEADLINE_TOWERS, EDITED_DATA, HOSTILE_COMPLETION
 
 from klrl.cli import main as klrl
 from klrl.folder_lock import FolderLocked, hold_lock
+from klrl.rewards import math_reward
 from klrl.training import trainer as trainer_module
 from klrl.training.checkpoint import UnsafeCheckpoint, load_checkpoint, save_checkpoint
 from klrl.training.tracking import MetricsLog, read_metrics, read_status
@@ -252,6 +254,32 @@ def test_a_held_lock_names_its_holder_and_a_dead_ones_is_taken_over(tmp_path):
             pass
 
 
+# --- the grading processes killed from outside
+
+
+def _children(pid: int) -> list[int]:
+    """The pids of a process's children (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_killed_grading_processes_are_replaced():
+    assert math_reward([r"\boxed{\sqrt{20}}"], [r"2\sqrt{5}"]) == [1.0]  # starts the template and its workers
+    templates = [pid for pid in _children(os.getpid()) if b"klrl.verify_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    workers = [pid for template in templates for pid in _children(template)]
+    assert len(templates) == 1 and workers
+    for pid in workers + templates:
+        os.kill(pid, signal.SIGKILL)
+    assert math_reward([r"\boxed{\sqrt{45}}", r"\boxed{7}"], [r"3\sqrt{5}", r"\sqrt{49}"]) == [1.0, 1.0]
+
+
 # --- kill -9 of real processes at random points (slow: each restart imports torch again)
 
 TRAIN_KILLS = 3
@@ -336,12 +364,13 @@ def test_kill_9_during_evaluate_then_a_rerun_equals_an_uninterrupted_one(whole, 
 
 CORRUPT_CHECKPOINTS = 3  # a truncated newest, an empty previous, one without its keys
 DEAD_LOCKS = 1
+KILLED_GRADERS = 1  # the template and every worker at once
 SECOND_WRITERS = TRAIN_KILLS  # one refused second trainer per round
 CRAFTED_FILES = 1  # the checkpoint with a code-running pickle
 
 
 def suite_counts() -> dict[str, int]:
-    faults = len(FILE_FAULTS) + CORRUPT_CHECKPOINTS + len(BAD_STATUSES) + DEAD_LOCKS + TRAIN_KILLS + SECOND_WRITERS + EVAL_KILLS
+    faults = len(FILE_FAULTS) + CORRUPT_CHECKPOINTS + len(BAD_STATUSES) + DEAD_LOCKS + KILLED_GRADERS + TRAIN_KILLS + SECOND_WRITERS + EVAL_KILLS
     hostile = len(HOSTILE_ROWS) + EDITED_DATA + len(HOSTILE_COMPLETIONS) + len(DEADLINE_TOWERS) + len(USER_MISTAKES) + CRAFTED_FILES
     return {"faults": faults, "hostile": hostile}
 

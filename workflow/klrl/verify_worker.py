@@ -102,7 +102,11 @@ class _GradingService:
                 for slot in range(len(self._workers)):
                     if slot not in busy and queue:
                         pair = queue.popleft()
-                        self._workers[slot].connection.send((timeout, *pair))
+                        try:
+                            self._workers[slot].connection.send((timeout, *pair))
+                        except OSError:  # the worker died while idle (killed from outside)
+                            self._replace(slot)
+                            self._workers[slot].connection.send((timeout, *pair))
                         busy[slot] = (pair, time.monotonic())
                 wake = min([end] + [sent + timeout for _, sent in busy.values()])
                 answered = wait([self._workers[slot].connection for slot in busy], max(0.0, wake - time.monotonic()))
@@ -154,23 +158,25 @@ class _GradingService:
         self._workers[slot] = self._fork()
 
     def _fork(self) -> _Worker:
-        """A new warm worker, forked by the template (started first if need be)."""
-        for attempt in range(2):
-            control = self._ready_template()
-            ours, theirs = Pipe()
-            try:
-                control.send("fork")
-                send_handle(control, theirs.fileno(), self._template.pid)
-                pid = control.recv()
-            except (EOFError, OSError):  # the template died: start another, once
-                self.stop()
-                if attempt:
-                    raise RuntimeError("rewards: the math-verify template process keeps dying") from None
-                continue
-            finally:
-                theirs.close()
-            return _Worker(pid, ours)
-        raise AssertionError("unreachable")
+        """A new warm worker, forked by the template (started first if need be, again if it died)."""
+        try:
+            return self._fork_from(self._ready_template())
+        except (EOFError, OSError):
+            self._stop_template()
+        try:
+            return self._fork_from(self._ready_template())
+        except (EOFError, OSError):
+            self._stop_template()
+            raise RuntimeError("rewards: the math-verify template process died twice in a row") from None
+
+    def _fork_from(self, control: Connection) -> _Worker:
+        ours, theirs = Pipe()
+        try:
+            control.send("fork")
+            send_handle(control, theirs.fileno(), self._template.pid)
+            return _Worker(control.recv(), ours)
+        finally:
+            theirs.close()
 
     def _ready_template(self) -> Connection:
         """The connection to a warmed-up template process, starting one if there is none."""
@@ -192,7 +198,7 @@ class _GradingService:
         except (EOFError, OSError):
             ready = False
         if not ready:
-            self.stop()
+            self._stop_template()
             raise RuntimeError(f"rewards: the math-verify process failed to start (waited {WORKER_START_TIMEOUT} s)")
         return ours
 
@@ -201,6 +207,9 @@ class _GradingService:
         for worker in self._workers:
             worker.kill()
         self._workers = []
+        self._stop_template()
+
+    def _stop_template(self) -> None:
         if self._template is not None:
             self._template.kill()
             self._template.wait()
