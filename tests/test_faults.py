@@ -378,5 +378,5 @@ def suite_counts() -> dict[str, int]:
 def test_the_readme_states_the_suites_counts(repo_root):
     counts = suite_counts()
     readme = (repo_root / "README.md").read_text()
-    stated = re.search(r"injects (\d+) faults and (\d+) hostile inputs", readme)
+    stated = re.search(r"injects\s+(\d+)\s+faults\s+and\s+(\d+)\s+hostile\s+inputs", readme)
     assert stated and (int(stated.group(1)), int(stated.group(2))) == (counts["faults"], counts["hostile"])
