@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-vllm vllm-env run ui browser clean bench bench-trl bench-sampling bench-dag bench-grid bench-eval
+.PHONY: install test test-vllm vllm-env run ui browser clean bench bench-trl bench-sampling bench-dag bench-grid bench-eval bench-grading
 
 install: $(STAMP)
 
@@ -67,7 +67,7 @@ $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -e '.[test,bench]'
 	touch $(BENCH_STAMP)
 
-bench: bench-trl bench-sampling bench-dag bench-grid bench-eval
+bench: bench-trl bench-sampling bench-dag bench-grid bench-eval bench-grading
 
 bench-trl: $(BENCH_STAMP)
 	$(BIN)/python benchmarks/trl_step.py
@@ -83,6 +83,9 @@ bench-grid: $(STAMP)
 
 bench-eval: $(STAMP)
 	$(BIN)/python benchmarks/eval_overhead.py
+
+bench-grading: $(STAMP)
+	$(BIN)/python benchmarks/grading.py
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV)

@@ -3,6 +3,8 @@
 # Every rule is a thin call of `python -m klrl <verb>`; the logic lives in workflow/klrl.
 from snakemake.utils import min_version, validate
 
+from klrl.config_check import check_config
+
 min_version("9.0")
 
 
@@ -14,6 +16,8 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
+# One-line errors naming the key (klrl.config_check), then Snakemake's validation, which fills in the defaults.
+check_config(config, "workflow/schemas/config.schema.yaml")
 validate(config, "workflow/schemas/config.schema.yaml")
 
 

@@ -26,10 +26,11 @@ if os.environ.get("KLRL_REQUIRE_VLLM") != "1":
 from klrl.models import smollm2
 from klrl.tasks.data import prepare
 from klrl.training.config import TrainConfig
-from klrl.typed import from_mapping
 from klrl.training.scoring import completion_logits, token_logp
+from klrl.training.seeds import seeded_generator
 from klrl.training.tracking import read_metrics
-from klrl.training.trainer import Trainer, _generator
+from klrl.training.trainer import Trainer
+from klrl.typed import from_mapping
 
 pytestmark = pytest.mark.vllm
 
@@ -128,13 +129,13 @@ def test_engine_logprobs_follow_the_learner_through_an_optimizer_step(trainer):
 
 def test_rollouts_are_seeded_per_request(trainer):
     prompts = [[1, 504, 2365], [1, 1973, 314, 253], [1, 504]]
-    first = trainer.sampler.sample(None, prompts, _generator(0, "rollout", 7))
-    again = trainer.sampler.sample(None, prompts, _generator(0, "rollout", 7))
-    other = trainer.sampler.sample(None, prompts, _generator(1, "rollout", 7))
+    first = trainer.sampler.sample(None, prompts, seeded_generator(0, "rollout", 7))
+    again = trainer.sampler.sample(None, prompts, seeded_generator(0, "rollout", 7))
+    other = trainer.sampler.sample(None, prompts, seeded_generator(1, "rollout", 7))
     assert torch.equal(first.completion_ids, again.completion_ids)
     assert not torch.equal(first.completion_ids, other.completion_ids)
     # a request's completion does not depend on the rest of the batch
-    seeds = torch.randint(0, 2**31 - 1, (3,), generator=_generator(0, "rollout", 7)).tolist()
+    seeds = torch.randint(0, 2**31 - 1, (3,), generator=seeded_generator(0, "rollout", 7)).tolist()
     params = trainer.sampler.engine.sampling_params(
         temperature=1.0, top_p=1.0, max_tokens=8, seed=seeds[1], stop_token_ids=list(trainer.sampler.stop_ids), detokenize=False
     )

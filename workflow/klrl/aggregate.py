@@ -41,6 +41,7 @@ from klrl.behaviour import LABELS, classify
 from klrl.grid import RESULTS, parse_cell_id
 from klrl.stats import bootstrap_mean_ci
 from klrl.verdicts import COLUMNS as CLAIM_COLUMNS, claim_rows
+from klrl.training.tracking import read_metrics
 
 LIBRARY_KEYS = Path(__file__).with_name("library_keys.yaml")
 CONFIG_KEYS = ("model", "kl", "beta", "policy", "lag")
@@ -93,7 +94,7 @@ class Results:
 
     def metrics(self, cell: str) -> list[dict]:
         path = self.root / "cells" / cell / "train" / "metrics.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+        return read_metrics(path) if path.is_file() else []  # a torn last line is dropped
 
 
 def score_rows(results: Results) -> list[dict]:

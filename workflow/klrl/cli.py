@@ -2,7 +2,9 @@
 
 Each verb names the module that implements it, and that module's functions that declare the
 arguments and run the step; the module is imported only when its verb runs, so `--help`
-stays fast.
+stays fast. A user's mistake (a ValueError or an OSError: a bad value, a missing or unreadable
+file, a locked cell) is one line on stderr and exit status 2; `--debug` (anywhere on the command
+line) shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -63,8 +65,11 @@ def version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in argv
+    argv = [arg for arg in argv if arg != "--debug"]
     parser = argparse.ArgumentParser(prog="python -m klrl", description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error (anywhere on the line)")
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     for name, verb in VERBS.items():
         sub = verbs.add_parser(name, help=verb.help, description=verb.help, formatter_class=HelpFormatter)
@@ -73,5 +78,12 @@ def main(argv: list[str] | None = None) -> int:
             getattr(module, verb.add_arguments)(sub)
             sub.set_defaults(run=getattr(module, verb.run))
     args = parser.parse_args(argv)
-    args.run(args)
+    try:
+        args.run(args)
+    except (ValueError, OSError) as error:
+        if debug:
+            raise
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        print(f"klrl {args.verb}: error: {message} (--debug for the traceback)", file=sys.stderr)
+        return 2
     return 0

@@ -26,8 +26,9 @@ countdown   the reference is JSON `{"numbers": [int, ...], "target": int}`. The 
             calls, floats, `=` and division by zero give 0.0. reasoning-gym's partial credit
             (0.05 and 0.01 for wrong answers) is not used: rewards are binary.
 
-Time bound: the symbolic check runs in `klrl.verify_worker`, a subprocess with a per-item
-deadline, so no completion can hang the caller, on any thread.
+Time bound: the symbolic checks run in `klrl.verify_worker`'s worker processes, with a deadline
+per item and one per batch (after which the items not yet graded score 0.0 and are counted), so
+no completion, nor any batch of them, can hang the caller, on any thread.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from collections.abc import Callable
 from fractions import Fraction
 
 from klrl.answers import as_rational, extract_boxed, normalize
-from klrl.verify_worker import check_equivalent
+from klrl.verify_worker import BATCH_DEADLINE, check_equivalent
 
 MAX_SYMPY_CHARS = 1000
 MAX_COUNTDOWN_CHARS = 200
@@ -56,10 +57,13 @@ def _check_batch(completions: list[str], references: list[str]) -> None:
         raise ValueError(f"rewards: {len(completions)} completions but {len(references)} references")
 
 
-def math_reward(completions: list[str], references: list[str], timeout: float = 2.0) -> list[float]:
+def math_reward(
+    completions: list[str], references: list[str], timeout: float = 2.0, deadline: float | None = BATCH_DEADLINE
+) -> list[float]:
     r"""1.0 where the last boxed answer is equivalent to the MATH reference, else 0.0.
 
-    `timeout`: the seconds (finite) that math-verify may spend on each answer it is sent.
+    `timeout`: the seconds (finite) that math-verify may spend on each answer it is sent;
+    `deadline`: the seconds the whole batch's symbolic checks may take (None: no limit).
 
     >>> math_reward([r"so \boxed{\dfrac{1}{2}}.", r"\boxed{0.5}", "1/2", r"\boxed{1/3}"], [r"\frac{1}{2}"] * 4)
     [1.0, 1.0, 0.0, 0.0]
@@ -79,7 +83,7 @@ def math_reward(completions: list[str], references: list[str], timeout: float = 
             rewards[i] = float(value == target)
         elif len(answer) <= MAX_SYMPY_CHARS and len(reference) <= MAX_SYMPY_CHARS:
             pending.append((i, reference, answer))
-    verdicts = check_equivalent([(reference, answer) for _, reference, answer in pending], timeout)
+    verdicts = check_equivalent([(reference, answer) for _, reference, answer in pending], timeout, deadline)
     for (i, _, _), verdict in zip(pending, verdicts):
         rewards[i] = float(verdict)
     return rewards
@@ -139,6 +143,37 @@ def _countdown_value(expression: str) -> tuple[Fraction | None, list[int]]:
         return value(ast.parse(expression.strip(), mode="eval").body), literals
     except (SyntaxError, ValueError, ZeroDivisionError, RecursionError, MemoryError):
         return None, []
+
+
+def _countdown_reference_problem(reference: str) -> str:
+    try:
+        problem = json.loads(reference)
+    except ValueError:
+        return "JSON"
+    if not (isinstance(problem, dict) and isinstance(problem.get("target"), int) and isinstance(problem.get("numbers"), list)):
+        return 'a JSON object {"numbers": [int, ...], "target": int}'
+    if not problem["numbers"] or not all(type(n) is int and n >= 0 for n in problem["numbers"]):
+        return "a countdown problem with a non-empty list of non-negative integers"
+    return ""
+
+
+_REFERENCE_PROBLEMS = {
+    "math": lambda reference: "" if reference.strip() else "a non-empty answer",
+    "arithmetic": lambda reference: "" if re.fullmatch(r"-?(0|[1-9][0-9]*)", reference) else "an integer",
+    "countdown": _countdown_reference_problem,
+}
+
+
+def check_reference(reward: str, reference: str) -> str:
+    """What a reference answer of reward `reward` must be and is not ('' when it is fine, or when
+    the reward defines no check), so that bad data fails when it is read, not inside the reward
+    mid-training.
+
+    >>> check_reference("arithmetic", "twelve"), check_reference("arithmetic", "-12")
+    ('an integer', '')
+    """
+    get_reward(reward)
+    return _REFERENCE_PROBLEMS.get(reward, lambda _: "")(reference)
 
 
 REWARDS = {"math": math_reward, "arithmetic": arithmetic_reward, "countdown": countdown_reward}

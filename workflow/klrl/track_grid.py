@@ -23,6 +23,7 @@ import json
 import os
 from pathlib import Path
 
+from klrl.config_check import tracking_uri_problem
 from klrl.grid import parse_cell_id
 
 KEY_TAG = "klrl.key"
@@ -112,6 +113,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     uri = None if args.off else os.environ.get("MLFLOW_TRACKING_URI") or args.uri
+    if uri and (problem := tracking_uri_problem(uri)):
+        raise ValueError(problem)
     groups = {cell: group for group, cell in (item.split(":", 1) for item in args.cells)}
     keys = list(groups) + [f"base/{model}" for model in args.bases]
     record = track_grid(args.experiment, uri, keys, args.out, groups)

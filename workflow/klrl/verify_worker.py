@@ -1,37 +1,51 @@
-r"""math-verify in a subprocess: equivalence checks that can never hang the caller.
+r"""The grading service: math-verify in worker processes, bounded per item and per batch.
 
-math-verify's own timeout uses `signal.alarm`, which works only on the main
-thread, and our callers may run rewards in worker threads. So each process keeps one worker
-subprocess (`python -m klrl.verify_worker FD`, started on first use, limited to 2 GiB of address
-space) that runs math-verify with its timeouts off and caches its verdicts. A batch's
-symbolic checks are sent to it at once and answered one by one; an item not answered within
-`timeout` seconds (measured from the previous answer) is False, and the worker is killed
-and a new one started at once, which warms up in the background (about 3 s, not counted in
-`timeout`). Should the parent die first, the worker ends itself: at end of file on its
-connection when idle, by an interval timer with the default SIGALRM action (fatal even
-inside C code that holds the GIL, such as a huge integer power) `timeout` + 1 s into an
-item. Calls from several threads share the worker, one batch at a time; a forked child starts
-its own. A subprocess, not multiprocessing's spawn, so that the caller's `__main__` is never
-re-imported. """
+math-verify's own timeout uses `signal.alarm`, which works only on the main thread (our callers
+may grade in worker threads), and a hostile answer (`9^{9^{9^9}}`, `(10^{10})!`) can keep sympy
+busy for hours inside C code. So each process that grades keeps:
+  - a *template* subprocess (`python -m klrl.verify_worker FD`), started on first use, that
+    imports and warms up math-verify once (about 3 s) and then only forks workers on request:
+    a new worker is ready in milliseconds, already warm;
+  - WORKERS persistent workers, forked from it, that answer one (reference, answer) at a time;
+  - a cache of verdicts by content (reference, answer), hostile ones included: an answer that
+    timed out once scores 0 at once the next time, whoever sends it.
+A batch's items are spread over the workers. An item not answered within `timeout` seconds is
+False and only the worker that holds it is killed (and replaced by a fresh fork); the others go
+on. A batch also has a total `deadline`: when it passes, every item not yet graded is False and
+counted (`grading_counts`, logged by the trainer as `grading/deadline_zeroed`), so no batch of
+any size takes longer than `deadline` + a kill. Should the parent die, the template ends at end
+of file on its connection, a worker at end of file when idle or by an interval timer with the
+default SIGALRM action (fatal even inside C code holding the GIL) `timeout` + 1 s into an item.
+Every process is limited to WORKER_MEMORY_BYTES of address space. Calls from several threads
+share the service, one batch at a time; a forked child starts its own. A subprocess, not
+multiprocessing's spawn, so that the caller's `__main__` is never re-imported.
+"""
 
 from __future__ import annotations
 
 import atexit
 import functools
 import logging
+import math
 import os
 import resource
 import signal
 import subprocess
 import sys
 import threading
+import time
+from collections import OrderedDict, deque
 from multiprocessing import Pipe
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
+from multiprocessing.reduction import recv_handle, send_handle
 
 WORKER_START_TIMEOUT = 120.0
 WORKER_MEMORY_BYTES = 2 << 30
+WORKERS = max(1, min(4, len(os.sched_getaffinity(0))))
+BATCH_DEADLINE = 60.0  # seconds for a whole batch, whatever its size
+CACHE_SIZE = 1 << 16
 
-# Cold sympy takes about a second for its first polynomial: the worker runs these first.
+# Cold sympy takes about a second for its first polynomial: the template runs these first.
 _WARM_UP = (
     ("(x+1)^2", "x^2+2x+1"),
     ("2\\sqrt{2}", "\\sqrt{8}"),
@@ -41,86 +55,182 @@ _WARM_UP = (
 )
 
 
-class _MathWorker:
-    """This process's math-verify subprocess: started on first use, replaced after a timeout."""
+class _Worker:
+    """One forked worker: its pid (a child of the template) and our end of its connection."""
+
+    def __init__(self, pid: int, connection: Connection) -> None:
+        self.pid, self.connection = pid, connection
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.connection.close()
+
+
+class _GradingService:
+    """This process's template, workers and verdict cache."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._process: subprocess.Popen | None = None
-        self._connection: Connection | None = None
-        self._ready = False
+        self._template: subprocess.Popen | None = None
+        self._control: Connection | None = None
+        self._workers: list[_Worker] = []
+        self._cache: OrderedDict[tuple[str, str], bool] = OrderedDict()
+        self._counts = {"grading/timeouts": 0, "grading/deadline_zeroed": 0, "grading/cache_hits": 0}
 
-    def check(self, pairs: list[tuple[str, str]], timeout: float) -> list[bool]:
-        """math-verify's verdict on each (reference, answer) pair; False if not given in `timeout` s."""
-        verdicts: list[bool] = []
+    def check(self, pairs: list[tuple[str, str]], timeout: float, deadline: float | None) -> list[bool]:
+        """math-verify's verdict on each (reference, answer) pair: False where it took over
+        `timeout` s, or was not reached before `deadline` s (None: no batch deadline)."""
+        end = time.monotonic() + (math.inf if deadline is None else deadline)
         with self._lock:
-            while len(verdicts) < len(pairs):
-                connection = self._ready_connection()
-                connection.send((timeout, pairs[len(verdicts) :]))
-                while len(verdicts) < len(pairs):
+            verdicts: list[bool | None] = [None] * len(pairs)
+            waiting: dict[tuple[str, str], list[int]] = {}
+            for index, pair in enumerate(pairs):
+                if pair in self._cache:
+                    self._cache.move_to_end(pair)
+                    verdicts[index] = self._cache[pair]
+                    self._counts["grading/cache_hits"] += 1
+                else:
+                    waiting.setdefault(pair, []).append(index)
+            queue = deque(waiting)
+            if queue:
+                self._start_workers()
+            busy: dict[int, tuple[tuple[str, str], float]] = {}  # worker slot → (pair, sent at)
+            while (queue or busy) and time.monotonic() < end:
+                for slot in range(len(self._workers)):
+                    if slot not in busy and queue:
+                        pair = queue.popleft()
+                        try:
+                            self._workers[slot].connection.send((timeout, *pair))
+                        except OSError:  # the worker died while idle (killed from outside)
+                            self._replace(slot)
+                            self._workers[slot].connection.send((timeout, *pair))
+                        busy[slot] = (pair, time.monotonic())
+                wake = min([end] + [sent + timeout for _, sent in busy.values()])
+                answered = wait([self._workers[slot].connection for slot in busy], max(0.0, wake - time.monotonic()))
+                for slot in [slot for slot in busy if self._workers[slot].connection in answered]:
+                    pair, _ = busy.pop(slot)
                     try:
-                        if not connection.poll(timeout):
-                            raise TimeoutError
-                        verdicts.append(bool(connection.recv()))
-                    except (TimeoutError, EOFError, OSError):
-                        self.stop()
-                        self._spawn()  # the replacement warms up while the caller goes on
-                        verdicts.append(False)
-                        break
-        return verdicts
+                        verdict = bool(self._workers[slot].connection.recv())
+                    except (EOFError, OSError):  # the worker died (its memory limit): a hostile answer
+                        verdict = False
+                        self._replace(slot)
+                    self._settle(pair, verdict, waiting, verdicts)
+                now = time.monotonic()
+                for slot, (pair, sent) in list(busy.items()):
+                    if now - sent >= timeout:
+                        del busy[slot]
+                        self._replace(slot)
+                        self._counts["grading/timeouts"] += 1
+                        self._settle(pair, False, waiting, verdicts)
+            for slot in busy:  # the deadline passed with these in flight
+                self._replace(slot)
+            unreached = [index for pair in [*queue, *(pair for pair, _ in busy.values())] for index in waiting[pair]]
+            for index in unreached:
+                verdicts[index] = False
+            self._counts["grading/deadline_zeroed"] += len(unreached)
+        return [bool(verdict) for verdict in verdicts]
 
-    def _ready_connection(self) -> Connection:
-        """The connection to a warmed-up worker, starting one if there is none."""
-        if self._connection is None:
-            self._spawn()
-        if not self._ready:
-            try:
-                self._ready = self._connection.poll(WORKER_START_TIMEOUT) and self._connection.recv() == "ready"
-            except (EOFError, OSError):
-                pass
-        if not self._ready:
-            self.stop()
-            raise RuntimeError(f"rewards: the math-verify worker failed to start (waited {WORKER_START_TIMEOUT} s)")
-        return self._connection
+    def _settle(self, pair, verdict: bool, waiting: dict, verdicts: list) -> None:
+        """Record a verdict for every item of the batch with this content, and in the cache."""
+        for index in waiting[pair]:
+            verdicts[index] = verdict
+        self._cache[pair] = verdict
+        if len(self._cache) > CACHE_SIZE:
+            self._cache.popitem(last=False)
 
-    def _spawn(self) -> None:
-        """Start a worker process; it says "ready" once warmed up."""
+    def counts(self) -> dict[str, int]:
+        """Timeouts, deadline-zeroed items and cache hits since the last call."""
+        with self._lock:
+            counts, self._counts = self._counts, dict.fromkeys(self._counts, 0)
+        return counts
+
+    # ------------------------------------------------------------ processes
+    def _start_workers(self) -> None:
+        while len(self._workers) < WORKERS:
+            self._workers.append(self._fork())
+
+    def _replace(self, slot: int) -> None:
+        """Kill one worker (stuck or dead) and put a fresh fork in its slot."""
+        self._workers[slot].kill()
+        self._workers[slot] = self._fork()
+
+    def _fork(self) -> _Worker:
+        """A new warm worker, forked by the template (started first if need be, again if it died)."""
+        try:
+            return self._fork_from(self._ready_template())
+        except (EOFError, OSError):
+            self._stop_template()
+        try:
+            return self._fork_from(self._ready_template())
+        except (EOFError, OSError):
+            self._stop_template()
+            raise RuntimeError("rewards: the math-verify template process died twice in a row") from None
+
+    def _fork_from(self, control: Connection) -> _Worker:
+        ours, theirs = Pipe()
+        try:
+            control.send("fork")
+            send_handle(control, theirs.fileno(), self._template.pid)
+            return _Worker(control.recv(), ours)
+        finally:
+            theirs.close()
+
+    def _ready_template(self) -> Connection:
+        """The connection to a warmed-up template process, starting one if there is none."""
+        if self._control is not None:
+            return self._control
         ours, theirs = Pipe()
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
-        self._process = subprocess.Popen(
+        self._template = subprocess.Popen(
             [sys.executable, "-m", "klrl.verify_worker", str(theirs.fileno())],
             pass_fds=[theirs.fileno()],
             stdin=subprocess.DEVNULL,
             env={**os.environ, "PYTHONPATH": path},
         )
         theirs.close()
-        self._connection = ours
+        self._control = ours
+        try:
+            ready = ours.poll(WORKER_START_TIMEOUT) and ours.recv() == "ready"
+        except (EOFError, OSError):
+            ready = False
+        if not ready:
+            self._stop_template()
+            raise RuntimeError(f"rewards: the math-verify process failed to start (waited {WORKER_START_TIMEOUT} s)")
+        return ours
 
     def stop(self) -> None:
-        """Kill the worker, if any; the next check starts a new one."""
-        if self._process is not None:
-            self._process.kill()
-            self._process.wait()
-            self._connection.close()
-        self._process = self._connection = None
-        self._ready = False
+        """Kill the workers and the template; the next check starts new ones."""
+        for worker in self._workers:
+            worker.kill()
+        self._workers = []
+        self._stop_template()
+
+    def _stop_template(self) -> None:
+        if self._template is not None:
+            self._template.kill()
+            self._template.wait()
+            self._control.close()
+        self._template = self._control = None
 
 
-def _new_worker() -> None:
-    """Give this process a worker of its own (at import, and in a forked child)."""
-    global _WORKER
-    _WORKER = _MathWorker()
+def _new_service() -> None:
+    """Give this process a grading service of its own (at import, and in a forked child)."""
+    global _SERVICE
+    _SERVICE = _GradingService()
 
 
-_new_worker()
-os.register_at_fork(after_in_child=_new_worker)
-atexit.register(lambda: _WORKER.stop())
+_new_service()
+os.register_at_fork(after_in_child=_new_service)
+atexit.register(lambda: _SERVICE.stop())
 
 
-@functools.lru_cache(maxsize=1 << 16)
+@functools.lru_cache(maxsize=1 << 12)
 def _equivalent(reference: str, answer: str) -> bool:
-    """math-verify's verdict, in the worker, with its signal-based timeouts off."""
+    """math-verify's verdict, in a worker, with its signal-based timeouts off."""
     from math_verify import parse, verify
 
     try:
@@ -130,34 +240,55 @@ def _equivalent(reference: str, answer: str) -> bool:
         return False
 
 
-def _serve(fd: int) -> None:
-    """The worker's loop: answer each (timeout, pairs) batch received on `fd`, a verdict at a time."""
-    resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent, which then kills us
+def _serve(connection: Connection) -> None:
+    """A worker's loop: answer each (timeout, reference, answer) received, until end of file."""
     signal.signal(signal.SIGALRM, signal.SIG_DFL)  # the kernel ends us, even inside C code
-    logging.getLogger("math_verify").setLevel(logging.ERROR)
-    connection = Connection(fd)
-    for reference, answer in _WARM_UP:
-        _equivalent(reference, answer)
     try:
-        connection.send("ready")
         while True:
-            timeout, pairs = connection.recv()
-            for reference, answer in pairs:
-                signal.setitimer(signal.ITIMER_REAL, timeout + 1.0)  # in case the parent has died
-                verdict = _equivalent(reference, answer)
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                connection.send(verdict)
+            timeout, reference, answer = connection.recv()
+            signal.setitimer(signal.ITIMER_REAL, timeout + 1.0)  # in case the parent has died
+            verdict = _equivalent(reference, answer)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            connection.send(verdict)
     except (EOFError, OSError):
         return  # the parent has closed the connection
 
 
+def _template(fd: int) -> None:
+    """The template's loop: warm up, then fork a worker on each request received on `fd`."""
+    resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent, which then kills us
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # killed workers are reaped by the kernel
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+    control = Connection(fd)
+    for reference, answer in _WARM_UP:
+        _equivalent(reference, answer)
+    try:
+        control.send("ready")
+        while control.recv() == "fork":
+            handle = recv_handle(control)
+            pid = os.fork()
+            if pid == 0:
+                control.close()
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                _serve(Connection(handle))
+                os._exit(0)
+            os.close(handle)
+            control.send(pid)
+    except (EOFError, OSError):
+        return  # the parent has closed the connection
 
 
-def check_equivalent(pairs: list[tuple[str, str]], timeout: float) -> list[bool]:
-    """math-verify's verdict on each (reference, answer) pair; False where it took over `timeout` s."""
-    return _WORKER.check(pairs, timeout) if pairs else []
+def check_equivalent(pairs: list[tuple[str, str]], timeout: float, deadline: float | None = BATCH_DEADLINE) -> list[bool]:
+    """math-verify's verdict on each (reference, answer) pair; False where it took over `timeout`
+    s, or was not reached within the batch's `deadline` s."""
+    return _SERVICE.check(pairs, timeout, deadline) if pairs else []
+
+
+def grading_counts() -> dict[str, int]:
+    """This process's grading timeouts, deadline-zeroed items and cache hits since the last call."""
+    return _SERVICE.counts()
 
 
 if __name__ == "__main__":
-    _serve(int(sys.argv[1]))
+    _template(int(sys.argv[1]))

@@ -7,7 +7,11 @@ Writes, at the paths the workflow names (lm-eval's own tracker names files by da
   <out dir>/samples/<task>.jsonl
                              one line per problem: id, the prompt as the model saw it (chat
                              template applied), the reference answer, every completion and its reward
-results.json is written last, so its presence means the evaluation is complete. Given the cell's
+results.json is written last, so its presence means the evaluation is complete; `<out>.lock`
+keeps a second process from evaluating into the same place at once (klrl.folder_lock). Every
+row is checked (limits, encoding, answers, the file's sha256 against its manifest) before the
+model generates anything; `grading` counts the completions the reward timed out on or zeroed
+at its batch deadline (klrl.verify_worker). Given the cell's
 `--train-status`, it is recorded in results.json; a cell that diverged to non-finite weights is
 not evaluated (results.json then says so, with no scores). With an MLflow
 run id, the scores go to that run as metrics `final_eval/<task>/pass@1` (and `_stderr`; the
@@ -23,10 +27,12 @@ import os
 from pathlib import Path
 
 from klrl import __version__
-from klrl.evaluation.harness import BACKENDS, Decoding, evaluate, lm_eval_task_name
+from klrl.evaluation.harness import BACKENDS, Decoding, check_model, evaluate, lm_eval_task_name
+from klrl.folder_lock import hold_lock
 from klrl.tasks import TASKS
-from klrl.tasks.data import read_manifest
+from klrl.tasks.data import MAX_ANSWER_CHARS, MAX_PROMPT_TOKENS, RowLimits, read_manifest, read_split
 from klrl.training.tracking import add_tracking_arguments, tracker_from_args
+from klrl.verify_worker import grading_counts
 
 FILTER = "all-samples"  # the filter_list name in lm_eval_tasks/_template_yaml
 
@@ -110,6 +116,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
     parser.add_argument("--limit", type=int, help="only the first N problems of each task")
     parser.add_argument("--threads", type=int, help="torch CPU threads")
+    parser.add_argument("--max-prompt-tokens", type=int, default=MAX_PROMPT_TOKENS, help="longest prompt accepted from the data")
+    parser.add_argument("--max-answer-chars", type=int, default=MAX_ANSWER_CHARS, help="longest reference answer accepted")
     parser.add_argument("--train-status", type=Path, help="the cell's train/status.json, recorded beside the scores")
     add_tracking_arguments(parser)
 
@@ -126,7 +134,23 @@ def has_non_finite_weights(model_dir: Path) -> bool:
     return False
 
 
+def check_data(model: str, tasks: list[str], data_dir: Path, limits: RowLimits) -> None:
+    """Every row of every task's test split within the limits (the prompt in the model's tokens)
+    and every file as prepared (sha256): a bad row is named by file:line before any generation."""
+    from transformers import AutoTokenizer
+
+    check_model(model)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    for task in tasks:
+        read_split(data_dir / task / "test.jsonl", None, limits, lambda text: len(tokenizer(text).input_ids))
+
+
 def run(args: argparse.Namespace) -> None:
+    with hold_lock(args.out.with_name(args.out.name + ".lock"), f"evaluation {args.out}"):
+        _run(args)
+
+
+def _run(args: argparse.Namespace) -> None:
     import torch
 
     train_status = json.loads(args.train_status.read_text()) if args.train_status else None
@@ -137,7 +161,9 @@ def run(args: argparse.Namespace) -> None:
         return
     if args.threads:
         torch.set_num_threads(args.threads)
+    check_data(args.model, args.tasks, args.data_dir, RowLimits(args.max_prompt_tokens, args.max_answer_chars))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    grading_counts()  # from here on: this evaluation's
     samples = 1 if args.greedy else args.samples
     decoding = Decoding(samples, args.greedy, args.temperature, args.top_p, args.max_new_tokens)
     results, timing = evaluate(
@@ -161,6 +187,7 @@ def run(args: argparse.Namespace) -> None:
         "seed": args.seed,
         "decoding": vars(decoding) | {"chat_template": True},
         "timing_s": timing,
+        "grading": grading_counts(),
     }
     summary = write_outputs(args.out, results, args.tasks, args.data_dir, record)
     tracker = tracker_from_args(args)

@@ -2,20 +2,28 @@
 
 One folder per task: `<split>.jsonl` (one row per line: id, problem, prompt, answer, meta)
 and `manifest.json` (generator, version, seed, source, instruction, and per file the row
-count and sha256). `read_split` checks every row and names the file and line of a bad one.
+count and sha256). `read_split` checks every row (encoding, fields, the answer against the
+task's reward, size limits) and names the file and line of a bad one, then the file's sha256
+against the manifest.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+from dataclasses import dataclass
 from pathlib import Path
 
 from klrl import __version__
 from klrl.files import sha256_file
+from klrl.rewards import check_reference
 from klrl.tasks import TASKS, get_task, load_rows
 
 ROW_FIELDS = {"id": str, "problem": str, "prompt": str, "answer": str, "meta": dict}
+MAX_PROMPT_TOKENS = 2048  # default limits, configurable (TrainConfig, `klrl evaluate`)
+MAX_ANSWER_CHARS = 1000
+CHARS_PER_TOKEN_BOUND = 32  # no tokenizer averages more characters per token on real text
 
 
 def _write_jsonl(rows: list[dict], path: Path) -> None:
@@ -79,25 +87,67 @@ def read_manifest(folder: Path) -> dict:
     return manifest
 
 
-def read_split(path: Path) -> list[dict]:
-    """Rows of one prepared split, each checked; a bad row raises ValueError naming file:line."""
+@dataclass(frozen=True)
+class RowLimits:
+    """Per-row size limits, checked when a split is read: one oversized row must not take the
+    machine down (a 10 MB prompt drives generation to tens of GB)."""
+
+    max_prompt_tokens: int = MAX_PROMPT_TOKENS
+    max_answer_chars: int = MAX_ANSWER_CHARS
+
+
+def read_split(path: Path, reward: str | None = None, limits: RowLimits = RowLimits(), count_tokens=None) -> list[dict]:
+    """Rows of one prepared split, each checked; a bad row raises ValueError naming file:line.
+
+    Checked per row: UTF-8, JSON, the fields and their types, the answer against the task's
+    reward (the manifest's, else `reward`; klrl.rewards.check_reference), the answer's length in
+    characters and the prompt's in tokens (`count_tokens(text)`, a tokenizer's; without one,
+    or before tokenizing, CHARS_PER_TOKEN_BOUND characters per token). Then the file's sha256
+    against the manifest beside it, when there is one: a file edited after prepare-data is refused.
+    """
+    path = Path(path)
+    manifest = read_manifest(path.parent) if (path.parent / "manifest.json").is_file() else None
+    reward = manifest["reward"] if manifest is not None else reward
     rows = []
-    with Path(path).open() as handle:
-        for line_no, line in enumerate(handle, 1):
-            where = f"{path}:{line_no}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{where}: a row must be a JSON object")
-            for name, kind in ROW_FIELDS.items():
-                if not isinstance(row.get(name), kind):
-                    raise ValueError(f"{where}: field {name!r} must be a {kind.__name__}, got {row.get(name)!r:.80}")
-            rows.append(row)
+    with path.open("rb") as handle:
+        for line_no, raw in enumerate(handle, 1):
+            rows.append(_checked_row(raw, f"{path}:{line_no}", reward, limits, count_tokens))
     if not rows:
         raise ValueError(f"{path}: no rows")
+    recorded = ((manifest or {}).get("files") or {}).get(path.name, {}).get("sha256")
+    if recorded and sha256_file(path) != recorded:
+        raise ValueError(
+            f"{path}: changed since prepare-data (sha256 {sha256_file(path)[:12]}…, the manifest says {recorded[:12]}…); "
+            "prepare it again"
+        )
     return rows
+
+
+def _checked_row(raw: bytes, where: str, reward: str | None, limits: RowLimits, count_tokens) -> dict:
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{where}: not UTF-8 (byte 0x{raw[error.start]:02x} at column {error.start + 1})") from None
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
+    if not isinstance(row, dict):
+        raise ValueError(f"{where}: a row must be a JSON object")
+    for name, kind in ROW_FIELDS.items():
+        if not isinstance(row.get(name), kind):
+            raise ValueError(f"{where}: field {name!r} must be a {kind.__name__}, got {row.get(name)!r:.80}")
+    if len(row["answer"]) > limits.max_answer_chars:
+        raise ValueError(f"{where}: answer of {len(row['answer'])} characters, over max_answer_chars={limits.max_answer_chars}")
+    if reward is not None and (problem := check_reference(reward, row["answer"])):
+        raise ValueError(f"{where}: answer {row['answer']!r:.80} is not {problem} ({reward} reward)")
+    prompt = row["prompt"]
+    tokens = len(prompt) / CHARS_PER_TOKEN_BOUND
+    if tokens <= limits.max_prompt_tokens and count_tokens is not None:
+        tokens = count_tokens(prompt)
+    if tokens > limits.max_prompt_tokens:
+        raise ValueError(f"{where}: prompt of {math.ceil(tokens)}+ tokens, over max_prompt_tokens={limits.max_prompt_tokens}")
+    return row
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

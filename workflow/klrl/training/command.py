@@ -1,16 +1,22 @@
 """`klrl train`: one cell, from a YAML config and optional key=value overrides.
 
 Run it with `python -m klrl train`, or with `torchrun --nproc_per_node W -m klrl train` for
-W data-parallel processes (klrl.training.distributed)."""
+W data-parallel processes (klrl.training.distributed). One process at a time may train a cell:
+the main process holds `<out>/train.lock` (klrl.folder_lock) from start to end, so a second
+command on the same folder is refused with the holder's pid and host. A cell whose status.json
+is valid (klrl.training.tracking.read_status) is finished and is not trained again."""
 
 from __future__ import annotations
 
 import argparse
-from contextlib import nullcontext
+import contextlib
+import os
 from pathlib import Path
 
+from klrl.folder_lock import hold_lock
+from klrl.training.checkpoint import remove_checkpoints
 from klrl.training.config import config_keys_help, load_config
-from klrl.training.tracking import add_tracking_arguments, tracker_from_args
+from klrl.training.tracking import add_tracking_arguments, read_status, tracker_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,16 +32,20 @@ def run(args: argparse.Namespace) -> None:
     from klrl.training.trainer import Trainer
 
     config = load_config(args.config, args.overrides)
-    status_file = args.out / "status.json"
-    if status_file.exists():
-        print(f"{args.out}: already finished ({status_file.read_text().strip()}); nothing to do")
-        return
-    try:
-        tracker = tracker_from_args(args)
-        trainer = Trainer(config, args.out, tracker)
-        with tracker.system_metrics() if trainer.procs.is_main else nullcontext():
-            status = trainer.run()
-    finally:
-        distributed.teardown()
+    main = os.environ.get("RANK", "0") == "0"  # under torchrun, rank 0 holds the lock for all
+    lock = hold_lock(args.out / "train.lock", f"cell {args.out}") if main else contextlib.nullcontext()
+    with lock:
+        status = read_status(args.out)
+        if status is not None:
+            remove_checkpoints(args.out)  # left behind by a kill right after status.json
+            print(f"{args.out}: already finished ({status['status']} at step {status['step']}); nothing to do")
+            return
+        try:
+            tracker = tracker_from_args(args)
+            trainer = Trainer(config, args.out, tracker)
+            with tracker.system_metrics() if trainer.procs.is_main else contextlib.nullcontext():
+                status = trainer.run()
+        finally:
+            distributed.teardown()
     if trainer.procs.is_main:
         print(f"{args.out}: {status}")

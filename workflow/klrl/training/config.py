@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from klrl.choices import ADVANTAGES, AGGREGATIONS, KL_OPTIONS, KLConfig
+from klrl.files import read_yaml
 from klrl.typed import check_fields, field_hint, from_mapping, parse_text
 
 GENERATION_BACKENDS = ("hf", "vllm")
@@ -38,6 +39,8 @@ class TrainConfig:
     reward: str = _help("reward name in klrl.rewards (the task's)")
     base_revision: str | None = _help("the Hub revision (branch, tag or commit) of base_model (None: the default branch)", None)
     stop_tokens: tuple[str, ...] = _help("tokens that end a completion besides the EOS and the chat template's end of turn", factory=tuple)
+    max_prompt_tokens: int = _help("longest prompt accepted from the data, in tokens: a longer row is an error naming file:line", 2048)
+    max_answer_chars: int = _help("longest reference answer accepted from the data, in characters", 1000)
     # the KL penalty
     kl: KLConfig = _help(
         f"the KL penalty: name (a standard name of klrl.kl, e.g. k1-reward), beta (β) and the options {', '.join(KL_OPTIONS)} (klrl.choices.KLConfig)",
@@ -153,11 +156,13 @@ def load_config(path: Path | None, overrides: list[str] = ()) -> TrainConfig:
     parsed by its field's type (`kl.<name|beta|option>=value` for the KL settings)."""
     values = {}
     if path:
-        text = Path(path).read_text()
-        try:
-            values = json.loads(text) if Path(path).suffix == ".json" else yaml.safe_load(text)
-        except (json.JSONDecodeError, yaml.YAMLError) as error:
-            raise ValueError(f"{path}: not a valid settings file: {str(error).splitlines()[0]}") from None
+        if Path(path).suffix == ".json":
+            try:
+                values = json.loads(Path(path).read_text())
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}:{error.lineno}:{error.colno}: not valid JSON ({error.msg})") from None
+        else:
+            values = read_yaml(path)
         if not isinstance(values, dict):
             raise ValueError(f"{path}: a train config must be a mapping of keys to values")
     for item in overrides:

@@ -1,7 +1,8 @@
 """Where a cell's numbers go: `metrics.jsonl` (the record), MLflow (a mirror), status.json.
 
-`MetricsLog` appends one JSON line per step and, on resume, drops the lines of steps the
-checkpoint does not cover, so a resumed history equals an uninterrupted one. `Tracker` is
+`MetricsLog` appends one JSON line per step and, on resume, cuts off the lines of steps the
+checkpoint does not cover (and a torn last line), so a resumed history equals an uninterrupted
+one. status.json is written atomically, last, and read back validated (`read_status`). `Tracker` is
 MLflow when a run id is given and a no-op otherwise.
 """
 
@@ -10,27 +11,57 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
 
 class MetricsLog:
+    """metrics.jsonl, append-only: each record is one line written whole with a single write.
+
+    On resume the file is cut back (truncated in place, never rewritten) to the records of the
+    steps the checkpoint covers; a torn last line (a kill mid-write) goes with them.
+    """
+
     def __init__(self, path: Path, keep_steps_below: int) -> None:
         self.path = Path(path)
-        kept = []
         if self.path.exists():
-            for line in self.path.read_text().splitlines():
-                if line.strip() and json.loads(line)["step"] < keep_steps_below:
-                    kept.append(line + "\n")
-        self.path.write_text("".join(kept))
+            keep_bytes = sum(size for record, size in _parse_metrics(self.path) if record["step"] < keep_steps_below)
+            if keep_bytes != self.path.stat().st_size:
+                os.truncate(self.path, keep_bytes)
 
     def append(self, record: dict) -> None:
-        with self.path.open("a") as handle:
-            handle.write(json.dumps(record, sort_keys=True, allow_nan=True) + "\n")
+        line = (json.dumps(record, sort_keys=True, allow_nan=True) + "\n").encode()
+        with self.path.open("ab") as handle:
+            handle.write(line)
+
+
+def _parse_metrics(path: Path) -> list[tuple[dict, int]]:
+    """Each whole record of metrics.jsonl with its size in bytes, in file order (records are in
+    step order, so a prefix of the file is a prefix of the list). A torn last line (no newline,
+    or not a record) is dropped with a warning; a bad line elsewhere is an error naming it."""
+    *lines, tail = Path(path).read_bytes().split(b"\n")
+    records = []
+    for line_no, line in enumerate(lines, 1):
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+                raise ValueError("no integer step")
+        except ValueError as error:
+            if line_no == len(lines) and not tail:
+                warnings.warn(f"{path}:{line_no}: torn last line (an interrupted write), dropped", stacklevel=3)
+                break
+            raise ValueError(f"{path}:{line_no}: not a metrics record ({error})") from None
+        records.append((record, len(line) + 1))
+    if tail:
+        warnings.warn(f"{path}:{len(lines) + 1}: torn last line (an interrupted write), dropped", stacklevel=3)
+    return records
 
 
 def read_metrics(path: Path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    """The records of metrics.jsonl; a torn last line is dropped with a warning."""
+    return [record for record, _ in _parse_metrics(path)]
 
 
 class Tracker:
@@ -122,6 +153,38 @@ def tracker_from_args(args: argparse.Namespace) -> Tracker:
     return Tracker(args.mlflow_run_id)
 
 
+STATUSES = ("completed", "diverged")
+
+
 def write_status(folder: Path, status: str, step: int, reason: str = "") -> None:
+    """status.json, written to a temporary name, flushed and renamed: whole or absent."""
     record = {"status": status, "step": step, "reason": reason}
-    (Path(folder) / "status.json").write_text(json.dumps(record, indent=2) + "\n")
+    path = Path(folder) / "status.json"
+    tmp = path.with_suffix(".json.tmp")
+    with tmp.open("w") as handle:
+        handle.write(json.dumps(record, indent=2) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    tmp.replace(path)
+
+
+def read_status(folder: Path) -> dict | None:
+    """A finished cell's status (completed or diverged, with its final/ model), or None when the
+    cell is not finished. A status.json that is empty, not JSON, of an unknown status or without
+    final/ beside it does not count as finished: a warning names it."""
+    path = Path(folder) / "status.json"
+    if not path.exists():
+        return None
+    try:
+        record = json.loads(path.read_text())
+        problem = "" if isinstance(record, dict) else "not a JSON object"
+    except (ValueError, UnicodeDecodeError) as error:
+        record, problem = None, f"not valid JSON ({error})"
+    if not problem and (record.get("status") not in STATUSES or not isinstance(record.get("step"), int)):
+        problem = f"status must be one of {', '.join(STATUSES)} with an integer step"
+    if not problem and not (Path(folder) / "final" / "config.json").is_file():
+        problem = "final/ holds no model"
+    if problem:
+        warnings.warn(f"{path}: ignored, {problem}: the cell is not finished", stacklevel=2)
+        return None
+    return record

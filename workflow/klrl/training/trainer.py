@@ -36,8 +36,9 @@ checkpoints and final/ hold full weights. With `mixed_precision: bf16` (FSDP eve
 process) the model computes in bfloat16 over float32 master weights.
 
 Files in the output folder: metrics.jsonl (one line per step), status.json (completed or
-diverged, with the step and reason), config.yaml (resolved), checkpoint.pt while running,
-final/ (the trained model and tokenizer). Re-running the same command resumes from the
+diverged, with the step and reason; written atomically after final/), config.yaml (resolved),
+checkpoint.pt and checkpoint.prev.pt while running (klrl.training.checkpoint), final/ (the
+trained model and tokenizer). Re-running the same command resumes from the
 checkpoint, or does nothing when status.json says the cell is finished.
 """
 
@@ -56,9 +57,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from klrl.rewards import get_reward
 from klrl.schedule import lr_factor
-from klrl.tasks.data import read_split
+from klrl.tasks.data import RowLimits, read_split
 from klrl.training import distributed
-from klrl.training.checkpoint import load_checkpoint, save_checkpoint
+from klrl.training.checkpoint import load_checkpoint, remove_checkpoints, save_checkpoint
 from klrl.training.config import TrainConfig
 from klrl.training.distributed import load_local_state, local_rows, local_state
 from klrl.training.evaluation import pass_at_1
@@ -67,6 +68,7 @@ from klrl.training.sampling import HFSampler, Rollout, completion_texts
 from klrl.training.seeds import seeded_generator
 from klrl.training.step import Learner
 from klrl.training.tracking import MetricsLog, Tracker, read_metrics, write_status
+from klrl.verify_worker import grading_counts
 
 
 MAX_MODEL_ARTIFACT_BYTES = 100 * 2**20  # larger final models are referenced by path in MLflow, not copied
@@ -95,14 +97,21 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: lr_factor(step, config.warmup_steps, config.steps, cosine)
         )
-        self.schedule = PromptSchedule(read_split(Path(config.train_data)), config.prompts_per_step, config.seed)
-        self.eval_rows = read_split(Path(config.eval_data))[: config.eval_size]
+        train_rows, eval_rows = (
+            read_split(Path(path), config.reward, RowLimits(config.max_prompt_tokens, config.max_answer_chars), self._count_tokens)
+            for path in (config.train_data, config.eval_data)
+        )
+        self.schedule = PromptSchedule(train_rows, config.prompts_per_step, config.seed)
+        self.eval_rows = eval_rows[: config.eval_size]
         stops = stop_token_ids(self.tokenizer, config.base_model, config.stop_tokens, config.base_revision)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else stops[0]
         self.sampler = self._make_sampler(stops, pad)
         self.history: deque[dict] = deque(maxlen=config.async_lag + 1)  # θ_{t−k} … θ_t (local shards)
         self.learner = Learner(config, self.policy, self.reference, self.behaviour, self.optimizer, self.scheduler, self.procs)
         self.step = 0
+
+    def _count_tokens(self, text: str) -> int:
+        return len(self.tokenizer(text).input_ids)
 
     def _make_sampler(self, stops: tuple[int, ...], pad: int):
         """The rollout backend: `hf` samples with the learner's model, `vllm` with an engine of its own."""
@@ -184,6 +193,7 @@ class Trainer:
         old = read_metrics(path) if path.exists() else []
         accuracies = [record["rollout/accuracy"] for record in old if record["step"] < self.step and "rollout/accuracy" in record]
         self.procs.barrier()  # every process has read the log before rank 0 rewrites it
+        grading_counts()  # from here on, each record counts its own step's grading
         log = MetricsLog(path, keep_steps_below=self.step) if main else None
         if self.step == 0:
             self.tracker.log_params(self.config.params())
@@ -191,7 +201,7 @@ class Trainer:
         status, reason = "completed", ""
         while self.step < self.config.steps:
             evaluation = {"periodic_eval/pass@1": self.evaluate()} if self._due(self.config.eval_every) else {}
-            record = self.train_step() | evaluation
+            record = self.train_step() | evaluation | grading_counts()  # timeouts, deadline-zeroed, cache hits
             record = {"step": record.pop("step")} | self.procs.mean(record)
             accuracies.append(record["rollout/accuracy"])
             problem = self._divergence(record, accuracies)
@@ -245,7 +255,8 @@ class Trainer:
         final = self.out_dir / "final"
         self.policy.save_pretrained(final, state_dict=weights)
         self.tokenizer.save_pretrained(final)
-        write_status(self.out_dir, status, self.step, reason)
+        write_status(self.out_dir, status, self.step, reason)  # after final/: its presence means done
+        remove_checkpoints(self.out_dir)
         for name in ("metrics.jsonl", "status.json", "config.yaml"):
             self.tracker.log_artifact(self.out_dir / name)
         if sum(path.stat().st_size for path in final.iterdir()) <= MAX_MODEL_ARTIFACT_BYTES:
@@ -253,7 +264,6 @@ class Trainer:
         else:
             self.tracker.set_tag("final_model_path", str(final.resolve()))
         self.tracker.finish(failed=status != "completed")
-        (self.out_dir / "checkpoint.pt").unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ step
     def train_step(self) -> dict:

@@ -1,0 +1,382 @@
+"""Fault injection: kills, crashes at known points, torn, empty and crafted files, two writers.
+
+Every case ends in one of two ways: the final weights and metrics (or evaluation results) equal
+an uninterrupted run's, or a clear one-line refusal. The counts the README's "Reliability"
+section states are computed from this file's lists and tests/test_hostile_inputs.py's
+(`suite_counts`) and checked against it.
+"""
+
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from test_hostile_inputs import DEADLINE_TOWERS, EDITED_DATA, HOSTILE_COMPLETIONS, HOSTILE_ROWS, USER_MISTAKES
+
+from klrl.cli import main as klrl
+from klrl.folder_lock import FolderLocked, hold_lock
+from klrl.rewards import math_reward
+from klrl.training import trainer as trainer_module
+from klrl.training.checkpoint import UnsafeCheckpoint, load_checkpoint, save_checkpoint
+from klrl.training.tracking import MetricsLog, read_metrics, read_status
+
+SLOW = pytest.mark.slow
+
+
+class Crash(BaseException):
+    """Stands for the process dying: nothing after it runs, the files stay as they are."""
+
+
+def _settings(tiny_base, arith_data, **overrides) -> dict:
+    return {
+        "base_model": str(tiny_base), "train_data": str(arith_data / "train.jsonl"), "eval_data": str(arith_data / "test.jsonl"),
+        "reward": "arithmetic", "steps": 8, "prompts_per_step": 4, "group_size": 4, "max_new_tokens": 6, "lr": 1e-2,
+        "weight_decay": 0.0, "eval_every": 4, "eval_size": 4, "eval_samples": 1, "checkpoint_every": 2, "collapse_window": 0,
+        "kl": {"name": "k3-loss", "beta": 0.1}, "async_lag": 1, "threads": 1,
+    } | overrides
+
+
+@pytest.fixture(scope="module")
+def cell_config(tiny_base, arith_data, tmp_path_factory):
+    path = tmp_path_factory.mktemp("config") / "cell.yaml"
+    path.write_text(yaml.safe_dump(_settings(tiny_base, arith_data)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def whole(cell_config, tmp_path_factory):
+    """An uninterrupted `klrl train` of the cell: the reference every faulted run must equal."""
+    out = tmp_path_factory.mktemp("whole") / "train"
+    assert klrl(["train", "--config", str(cell_config), "--out", str(out)]) == 0
+    return out
+
+
+def _strip_times(records):
+    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in records]
+
+
+def assert_same_cell(folder, whole):
+    """Final weights bit for bit, the metrics history, the status, and no checkpoint left."""
+    ours, theirs = load_file(folder / "final" / "model.safetensors"), load_file(whole / "final" / "model.safetensors")
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[name], theirs[name]) for name in ours)
+    assert _strip_times(read_metrics(folder / "metrics.jsonl")) == _strip_times(read_metrics(whole / "metrics.jsonl"))
+    assert read_status(folder) == read_status(whole)
+    assert not any(folder.glob("checkpoint*"))
+
+
+# --- faults at known points of a training run (in process: the crash leaves files as a kill would)
+
+
+def _after_checkpoint(step, damage):
+    save = trainer_module.save_checkpoint
+
+    def save_then_crash(folder, state):
+        save(folder, state)
+        if state["step"] == step:
+            damage(folder)
+            raise Crash
+
+    return "save_checkpoint", save_then_crash
+
+
+def _torn_checkpoint(folder):
+    path = folder / "checkpoint.pt"
+    os.truncate(path, path.stat().st_size // 2)
+
+
+def _unrenamed_checkpoint(folder):  # killed between the two renames: only .prev and .tmp exist
+    (folder / "checkpoint.pt").rename(folder / "checkpoint.pt.tmp")
+
+
+def _torn_metrics(folder):
+    with (folder / "metrics.jsonl").open("ab") as handle:
+        handle.write(b'{"step": 4, "rollout/accur')
+
+
+def _at_status(damage):
+    write = trainer_module.write_status
+
+    def write_then_crash(folder, *args):
+        if damage is not _partial_final:
+            write(folder, *args)
+        damage(folder)
+        raise Crash
+
+    return "write_status", write_then_crash
+
+
+def _nothing(folder):  # killed right after status.json: checkpoints left, MLflow not told
+    pass
+
+
+def _empty_status(folder):
+    (folder / "status.json").write_text("")
+
+
+def _partial_final(folder):  # killed while writing final/, before status.json
+    os.truncate(folder / "final" / "model.safetensors", 100)
+
+
+FILE_FAULTS = {
+    "checkpoint torn": _after_checkpoint(4, _torn_checkpoint),
+    "checkpoint between renames": _after_checkpoint(4, _unrenamed_checkpoint),
+    "metrics line torn": _after_checkpoint(6, _torn_metrics),
+    "killed after status.json": _at_status(_nothing),
+    "status.json empty": _at_status(_empty_status),
+    "final/ half written": _at_status(_partial_final),
+}
+
+
+@pytest.mark.parametrize("fault", FILE_FAULTS.values(), ids=FILE_FAULTS.keys())
+def test_a_crash_at_a_known_point_resumes_to_the_same_cell(cell_config, whole, tmp_path, monkeypatch, fault):
+    out = tmp_path / "train"
+    with monkeypatch.context() as patch:
+        patch.setattr(trainer_module, *fault)
+        with pytest.raises(Crash):
+            klrl(["train", "--config", str(cell_config), "--out", str(out)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the skipped file's warning; its text is tested below
+        assert klrl(["train", "--config", str(cell_config), "--out", str(out)]) == 0
+    assert_same_cell(out, whole)
+
+
+# --- torn, empty and crafted files, one by one
+
+
+def _state(step):
+    return {"step": step, "policy": {"w": torch.full((2,), float(step))}, "optimizer": {}, "scheduler": {}, "history": []}
+
+
+class _Payload:
+    def __reduce__(self):
+        return (os.system, ("touch PWNED",))
+
+
+def test_a_crafted_checkpoint_is_refused_without_running_it(tmp_path, monkeypatch, cell_config):
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "train"
+    out.mkdir()
+    torch.save({"step": 3, "policy": _Payload()}, out / "checkpoint.pt")
+    with pytest.raises(UnsafeCheckpoint, match=r"checkpoint\.pt: refused, it would run code on load \(GLOBAL posix.system\)"):
+        load_checkpoint(out)
+    assert klrl(["train", "--config", str(cell_config), "--out", str(out)]) == 2
+    assert not (tmp_path / "PWNED").exists()
+    torch.load(out / "checkpoint.pt", weights_only=False)  # the old way of loading it runs the payload
+    assert (tmp_path / "PWNED").exists()
+
+
+def test_a_corrupt_newest_checkpoint_is_skipped_for_the_previous_one(tmp_path):
+    for step in (2, 4):
+        save_checkpoint(tmp_path, _state(step))
+    os.truncate(tmp_path / "checkpoint.pt", 40)
+    with pytest.warns(UserWarning, match=r"checkpoint\.pt: unreadable .*; skipped"):
+        assert load_checkpoint(tmp_path)["step"] == 2
+    (tmp_path / "checkpoint.prev.pt").write_bytes(b"")
+    with pytest.warns(UserWarning) as skipped:
+        assert load_checkpoint(tmp_path) is None  # nothing readable: start over (deterministically)
+    assert [str(w.message).split(": ", 1)[1][:10] for w in skipped] == ["unreadable"] * 2
+    (tmp_path / "checkpoint.prev.pt").unlink()
+    torch.save({"step": 1}, tmp_path / "checkpoint.pt")
+    with pytest.warns(UserWarning, match="not a klrl checkpoint \\(no 'policy'\\)"):
+        assert load_checkpoint(tmp_path) is None
+
+
+def test_a_checkpoint_round_trips_the_rng_states(tmp_path):
+    random.seed(5)
+    torch.manual_seed(5)
+    save_checkpoint(tmp_path, _state(2))
+    expected = (random.random(), torch.rand(3))
+    random.seed(0)
+    torch.manual_seed(0)
+    state = load_checkpoint(tmp_path)
+    assert torch.equal(state["policy"]["w"], torch.full((2,), 2.0))
+    assert random.random() == expected[0] and torch.equal(torch.rand(3), expected[1])
+
+
+def test_metrics_keep_whole_records_and_cut_a_torn_tail(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    lines = [json.dumps({"step": step, "x": step / 3}) + "\n" for step in range(5)]
+    path.write_text("".join(lines) + '{"step": 5, "x"')
+    with pytest.warns(UserWarning, match=r"metrics\.jsonl:6: torn last line"):
+        assert [r["step"] for r in read_metrics(path)] == [0, 1, 2, 3, 4]
+    with pytest.warns(UserWarning):
+        MetricsLog(path, keep_steps_below=3).append({"step": 3, "x": 1.0})
+    assert path.read_text() == "".join(lines[:3]) + json.dumps({"step": 3, "x": 1.0}) + "\n"
+    path.write_text(lines[0] + "garbage\n" + lines[2])
+    with pytest.raises(ValueError, match=r"metrics\.jsonl:2: not a metrics record"):
+        read_metrics(path)
+
+
+BAD_STATUSES = ["", "{", "[]", '{"status": "running", "step": 3}', '{"status": "completed"}']
+
+
+@pytest.mark.parametrize("content", BAD_STATUSES)
+def test_a_bad_status_file_does_not_count_as_finished(tmp_path, content):
+    (tmp_path / "final").mkdir()
+    (tmp_path / "final" / "config.json").write_text("{}")
+    (tmp_path / "status.json").write_text(content)
+    with pytest.warns(UserWarning, match="the cell is not finished"):
+        assert read_status(tmp_path) is None
+    (tmp_path / "status.json").write_text('{"status": "completed", "step": 3, "reason": ""}')
+    assert read_status(tmp_path) == {"status": "completed", "step": 3, "reason": ""}
+    shutil.rmtree(tmp_path / "final")
+    with pytest.warns(UserWarning, match="final/ holds no model"):
+        assert read_status(tmp_path) is None
+
+
+def test_a_held_lock_names_its_holder_and_a_dead_ones_is_taken_over(tmp_path):
+    lock = tmp_path / "train.lock"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.stdin.read()"], stdin=subprocess.PIPE)
+    lock.write_text(json.dumps({"pid": holder.pid, "host": os.uname().nodename, "since": "earlier"}))
+    with pytest.raises(FolderLocked, match=f"cell x: in use by pid {holder.pid} on this host since earlier"):
+        with hold_lock(lock, "cell x"):
+            pass
+    holder.kill()
+    holder.wait()
+    with hold_lock(lock, "cell x"):  # its pid is gone: stale, taken over
+        assert json.loads(lock.read_text())["pid"] == os.getpid()
+    assert not lock.exists()
+    lock.write_text(json.dumps({"pid": 1, "host": "elsewhere", "since": "earlier"}))
+    with pytest.raises(FolderLocked, match="host elsewhere \\(not checkable from here; delete .*train.lock once it is gone\\)"):
+        with hold_lock(lock, "cell x"):
+            pass
+
+
+# --- the grading processes killed from outside
+
+
+def _children(pid: int) -> list[int]:
+    """The pids of a process's children (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_killed_grading_processes_are_replaced():
+    assert math_reward([r"\boxed{\sqrt{20}}"], [r"2\sqrt{5}"]) == [1.0]  # starts the template and its workers
+    templates = [pid for pid in _children(os.getpid()) if b"klrl.verify_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    workers = [pid for template in templates for pid in _children(template)]
+    assert len(templates) == 1 and workers
+    for pid in workers + templates:
+        os.kill(pid, signal.SIGKILL)
+    assert math_reward([r"\boxed{\sqrt{45}}", r"\boxed{7}"], [r"3\sqrt{5}", r"\sqrt{49}"]) == [1.0, 1.0]
+
+
+# --- kill -9 of real processes at random points (slow: each restart imports torch again)
+
+TRAIN_KILLS = 3
+EVAL_KILLS = 1
+
+
+def _train_process(cell_config, out):
+    command = [sys.executable, "-m", "klrl", "train", "--config", str(cell_config), "--out", str(out)]
+    with (out.parent / "train.log").open("ab") as log:
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+
+
+def _wait_for(condition, process, seconds=300.0):
+    deadline = time.monotonic() + seconds
+    while not condition() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def _lock_holder(path):
+    try:
+        return json.loads(path.read_text())["pid"]
+    except (OSError, ValueError):
+        return None
+
+
+def _lines(path):
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+@SLOW
+def test_kill_9_at_random_points_of_train_and_a_second_trainer(cell_config, whole, tmp_path, capsys):
+    """Each round: a trainer starts; a second one on the same cell is refused, naming the first;
+    the first is killed with SIGKILL at a random metrics line plus a random delay (inside a step
+    or a checkpoint write). Then a last run takes over the dead one's lock and
+    finishes: the cell equals the uninterrupted one."""
+    rng = random.Random(20)
+    out = tmp_path / "train"
+    for _ in range(TRAIN_KILLS):
+        assert read_status(out) is None, "the cell finished before it could be killed again"
+        process = _train_process(cell_config, out)
+        _wait_for(lambda: _lock_holder(out / "train.lock") == process.pid, process)  # the dead one's lock taken over
+        assert klrl(["train", "--config", str(cell_config), "--out", str(out)]) == 2
+        assert f"in use by pid {process.pid} on this host" in capsys.readouterr().err
+        target = rng.randint(_lines(out / "metrics.jsonl"), 6)  # the whole run writes 9 lines
+        _wait_for(lambda: _lines(out / "metrics.jsonl") >= target, process)
+        time.sleep(rng.uniform(0.0, 0.05))  # a step takes about 0.1 s: anywhere inside one
+        process.send_signal(signal.SIGKILL)
+        assert process.wait() == -signal.SIGKILL, "the trainer ended before it could be killed"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert klrl(["train", "--config", str(cell_config), "--out", str(out)]) == 0
+    assert_same_cell(out, whole)
+    assert not (out / "train.lock").exists()
+
+
+def _evaluation(model, data, out):
+    return ["evaluate", "--model", str(model), "--tasks", "arith", "--data-dir", str(data), "--out", str(out),
+            "--samples", "2", "--max-new-tokens", "6", "--threads", "1"]
+
+
+@SLOW
+def test_kill_9_during_evaluate_then_a_rerun_equals_an_uninterrupted_one(whole, arith_data, tmp_path):
+    model, data = whole / "final", arith_data.parent
+    assert klrl(_evaluation(model, data, tmp_path / "whole" / "results.json")) == 0
+    out = tmp_path / "cut" / "results.json"
+    rng = random.Random(21)
+    for _ in range(EVAL_KILLS):
+        process = subprocess.Popen([sys.executable, "-m", "klrl", *_evaluation(model, data, out)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_for(lambda: _lock_holder(out.with_name("results.json.lock")) == process.pid, process)
+        time.sleep(rng.uniform(0.0, 1.0))  # importing lm-eval, loading the model or generating
+        process.send_signal(signal.SIGKILL)
+        assert process.wait() == -signal.SIGKILL, "the evaluation ended before it could be killed"
+    assert klrl(_evaluation(model, data, out)) == 0
+    ours, theirs = json.loads(out.read_text()), json.loads((tmp_path / "whole" / "results.json").read_text())
+    assert ours["tasks"] == theirs["tasks"]
+    assert (out.parent / "samples" / "arith.jsonl").read_text() == (tmp_path / "whole" / "samples" / "arith.jsonl").read_text()
+
+
+# --- the README's numbers
+
+
+CORRUPT_CHECKPOINTS = 3  # a truncated newest, an empty previous, one without its keys
+DEAD_LOCKS = 1
+KILLED_GRADERS = 1  # the template and every worker at once
+SECOND_WRITERS = TRAIN_KILLS  # one refused second trainer per round
+CRAFTED_FILES = 1  # the checkpoint with a code-running pickle
+
+
+def suite_counts() -> dict[str, int]:
+    faults = len(FILE_FAULTS) + CORRUPT_CHECKPOINTS + len(BAD_STATUSES) + DEAD_LOCKS + KILLED_GRADERS + TRAIN_KILLS + SECOND_WRITERS + EVAL_KILLS
+    hostile = len(HOSTILE_ROWS) + EDITED_DATA + len(HOSTILE_COMPLETIONS) + len(DEADLINE_TOWERS) + len(USER_MISTAKES) + CRAFTED_FILES
+    return {"faults": faults, "hostile": hostile}
+
+
+def test_the_readme_states_the_suites_counts(repo_root):
+    counts = suite_counts()
+    readme = (repo_root / "README.md").read_text()
+    stated = re.search(r"injects\s+(\d+)\s+faults\s+and\s+(\d+)\s+hostile\s+inputs", readme)
+    assert stated and (int(stated.group(1)), int(stated.group(2))) == (counts["faults"], counts["hostile"])

@@ -1,0 +1,92 @@
+"""Workflow config checks that fail in one line naming the key, before Snakemake builds a job.
+
+`check_config` runs the JSON schema (workflow/schemas/config.schema.yaml) and reports the most
+relevant violation as `config: <where>: <what>`, with the allowed keys or values, never the
+schema or the config itself; then the checks across sections that a schema cannot express:
+every task a group trains or evaluates on can be prepared from `data:` (a generated task needs
+its split sizes there), and the tracking URI is one MLflow can open.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import urlparse
+
+import yaml
+
+from klrl.tasks import get_task
+
+TRACKING_SCHEMES = ("sqlite", "file", "http", "https", "postgresql", "mysql", "mssql", "databricks")
+
+
+def _where(path) -> str:
+    parts = ""
+    for part in path:
+        parts += f"[{part}]" if isinstance(part, int) else (f".{part}" if parts else str(part))
+    return parts or "(top level)"
+
+
+def schema_problem(config: dict, schema: dict) -> str:
+    """The most relevant schema violation as one line ('' when the config is valid)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import best_match
+
+    error = best_match(Draft202012Validator(schema).iter_errors(config))
+    if error is None:
+        return ""
+    where = _where(error.absolute_path)
+    if error.validator == "additionalProperties":
+        unexpected = re.findall(r"'([^']+)'", error.message.split("(")[-1])
+        allowed = ", ".join(sorted(error.schema.get("properties", {}))) or "none"
+        return f"{where}: unknown key {unexpected[0]!r}; allowed: {allowed}"
+    if error.validator == "enum":
+        return f"{where}: {error.instance!r} is not one of {', '.join(map(str, error.validator_value))}"
+    if error.validator == "required":
+        return f"{where}: {error.message}"
+    return f"{where}: {error.message[:200]}"
+
+
+def task_problems(config: dict) -> list[str]:
+    """Tasks some group uses that `data:` cannot prepare: a generated task needs the size of each split."""
+    problems = []
+    data = config.get("data") or {}
+    for group in config.get("groups", []):
+        for role, names in (("task", [group["task"]]), ("eval_tasks", group["eval_tasks"])):
+            for name in names:
+                task = get_task(name)
+                if task.source != "generated":
+                    continue
+                missing = [f"{split}_size" for split in task.splits if f"{split}_size" not in data.get(name, {})]
+                if missing:
+                    problems.append(
+                        f"groups[{group['name']}].{role}: task {name!r} is generated; give data.{name}.{missing[0]} (rows to generate)"
+                    )
+    return problems
+
+
+def tracking_uri_problem(uri: str) -> str:
+    """Why MLflow could not use `uri` as a tracking store ('' when it can)."""
+    parsed = urlparse(uri)
+    if parsed.scheme not in TRACKING_SCHEMES and not (parsed.scheme == "" and uri):
+        return f"tracking.uri {uri!r}: scheme {parsed.scheme!r} is not one of {', '.join(TRACKING_SCHEMES)}"
+    if parsed.scheme == "sqlite" and not uri.startswith("sqlite:///"):
+        return f"tracking.uri {uri!r}: a SQLite store is sqlite:///<path> (three slashes; four for an absolute path)"
+    if parsed.scheme in ("http", "https") and not parsed.hostname:
+        return f"tracking.uri {uri!r}: no host"
+    return ""
+
+
+def check_config(config: dict, schema_path: Path) -> None:
+    """Raise ValueError with one line naming the first problem of a workflow config."""
+    schema = yaml.safe_load(Path(schema_path).read_text())
+    problem = schema_problem(config, schema)
+    if problem:
+        raise ValueError(f"config: {problem}")
+    problems = task_problems(config)
+    tracking = config.get("tracking") or {}
+    if tracking.get("enabled", True) and "uri" in tracking:
+        problems.append(tracking_uri_problem(tracking["uri"]))
+    problems = [problem for problem in problems if problem]
+    if problems:
+        raise ValueError(f"config: {problems[0]}")
