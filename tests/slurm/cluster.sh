@@ -6,7 +6,8 @@
 #                                        slurmctld and slurmd on 127.0.0.1, wait for the node to be idle
 #   tests/slurm/cluster.sh stop STATE    cancel every job, stop the daemons `start` recorded, by PID
 #
-# Clients reach the cluster with SLURM_CONF=STATE/slurm.conf. The node has this machine's CPUs
+# Clients reach the cluster with SLURM_CONF=STATE/slurm.conf, and on the node (inside jobs)
+# through /run/slurm/conf, which slurmd links to the config it fetched from slurmctld. The node has this machine's CPUs
 # and memory (`slurmd -C`); partitions `cpu` (default) and `gpu` both hold it, with no GPUs (no
 # GRES), so a job asking for a GPU is refused by sbatch. Accounting goes to MariaDB through
 # slurmdbd (the SLURM executor plugin asks `sacct` for job states and `sacctmgr` for accounts);
@@ -75,6 +76,7 @@ write_configs() {
     local ctld_port dbd_port db_port slurmd_port hardware
     ctld_port=$(free_port); dbd_port=$(free_port); db_port=$(free_port); slurmd_port=$(free_port)
     echo "$db_port" >"$STATE/db_port"
+    echo "$ctld_port" >"$STATE/ctld_port"
     hardware=$(slurmd -C | head -1 | sed -E 's/^NodeName=[^ ]+ //')
     mkdir -p "$STATE/ctld" "$STATE/spool" "$STATE/mysql"
     cat >"$SLURM_CONF" <<EOF
@@ -103,6 +105,8 @@ JobAcctGatherFrequency=5
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort=$dbd_port
+AccountingStoreFlags=job_comment
+SlurmctldParameters=enable_configless
 ReturnToService=2
 MinJobAge=300
 KillWait=5
@@ -163,7 +167,10 @@ start() {
 
     launch slurmctld slurmctld -D -i
     wait_for 60 slurmctld scontrol ping
-    launch slurmd slurmd -D -N "$NODE"
+    # Configless, as on many real clusters: slurmd fetches the config from slurmctld and links it
+    # at /run/slurm/conf, where srun finds it inside a job (the SLURM executor's job step drops
+    # SLURM_CONF, with every SLURM_ variable, from srun's environment).
+    launch slurmd env -u SLURM_CONF slurmd -D -N "$NODE" --conf-server "127.0.0.1:$(cat "$STATE/ctld_port")"
     wait_for 90 "node $NODE (idle)" bash -c "[ \"\$(sinfo -h -n $NODE -p cpu -o %t)\" = idle ]"
     trap - EXIT
     log "cluster up: SLURM_CONF=$SLURM_CONF"
@@ -187,6 +194,7 @@ stop() {
         fi
     done
     rm -f "$PIDS"
+    if [[ "$(readlink /run/slurm/conf 2>/dev/null)" == "$STATE"/* ]]; then rm -f /run/slurm/conf; fi
 }
 
 case $ACTION in

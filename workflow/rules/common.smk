@@ -1,7 +1,7 @@
 # Input functions and the expanded grid; the expansion and its checks are klrl.grid's.
 import shlex
 
-from klrl.grid import base_eval_tasks, expand_grid, job_resources, model_path, train_launcher, used_tasks
+from klrl.grid import base_eval_tasks, eval_job_resources, expand_grid, job_resources, model_path, train_launcher, used_tasks
 from klrl.models import get_base_model
 
 CELLS = expand_grid(config)

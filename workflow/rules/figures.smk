@@ -17,6 +17,11 @@ wildcard_constraints:
     figure="|".join(FIGURES),
 
 
+localrules:
+    figure,
+    track_figures,
+
+
 rule figure:
     input:
         "results/tables/main.csv",
