@@ -71,7 +71,7 @@ def _jobs(env: dict, run: Path) -> pd.DataFrame:
 
 
 def _table(folder: Path, name: str) -> pd.DataFrame:
-    (path,) = (folder / "results").rglob(f"tables/{name}")
+    (path,) = [path for path in (folder / "results").rglob(f"tables/{name}") if "mlartifacts" not in path.parts]
     return pd.read_csv(path)
 
 
