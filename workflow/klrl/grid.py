@@ -89,11 +89,24 @@ JOB_DEFAULTS = {"threads": 1, "mem_mb": 4000, "runtime": 60, "gpus": 0}
 
 
 def job_resources(config: dict, model: str) -> dict:
-    """Threads (of the whole job), memory (MB), runtime (minutes), GPUs and training processes of a job of `model`.
-    `processes` (one per GPU unless set) is the number of data-parallel training processes: set
-    it without GPUs to run FSDP on CPU processes."""
+    """Threads (of the whole job), memory (MB), runtime (minutes), GPUs and training processes of a
+    training job of `model`. `processes` (one per GPU unless set) is the number of data-parallel
+    training processes: set it without GPUs to run FSDP on CPU processes."""
     resources = JOB_DEFAULTS | config.get("jobs", {}) | config.get("models", {}).get(model, {}).get("jobs", {})
     return {"processes": max(1, resources["gpus"])} | resources
+
+
+def eval_job_resources(config: dict, model: str) -> dict:
+    """The same of an evaluation job of `model` (one process): one GPU where its training job has
+    any, and the threads, memory and runtime of `evaluation.jobs` where set (else the training job's).
+
+    >>> config = {"jobs": {"threads": 16, "mem_mb": 400000, "runtime": 2880, "gpus": 8}}
+    >>> eval_job_resources(config | {"evaluation": {"jobs": {"mem_mb": 64000, "runtime": 240}}}, "qwen2.5-7b")
+    {'threads': 16, 'mem_mb': 64000, 'runtime': 240, 'gpus': 1}
+    """
+    train = job_resources(config, model)
+    train.pop("processes")
+    return train | {"gpus": min(1, train["gpus"])} | config.get("evaluation", {}).get("jobs", {})
 
 
 def train_launcher(processes: int) -> str:

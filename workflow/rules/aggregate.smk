@@ -1,6 +1,10 @@
 # Tables from the files under results/ (never from MLflow), logged to the grid's parent run.
 
 
+localrules:
+    aggregate,
+
+
 rule aggregate:
     input:
         cells=expand("results/cells/{cell}/eval/results.json", cell=CELLS),

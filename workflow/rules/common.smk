@@ -4,7 +4,7 @@ import re
 import shlex
 from pathlib import Path
 
-from klrl.grid import base_eval_tasks, expand_grid, job_resources, model_path, settings_json, train_launcher, used_tasks
+from klrl.grid import base_eval_tasks, eval_job_resources, expand_grid, job_resources, model_path, settings_json, train_launcher, used_tasks
 from klrl.models import get_base_model
 
 CELLS = expand_grid(config)

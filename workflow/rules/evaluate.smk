@@ -14,11 +14,11 @@ rule evaluate:
         options=evaluation_options(),
         model_options=lambda wildcards: model_options(CELLS[wildcards.cell].model, revision=False),
         device=lambda wildcards: device(CELLS[wildcards.cell].model),
-    threads: lambda wildcards: job_resources(config, CELLS[wildcards.cell].model)["threads"]
+    threads: lambda wildcards: eval_job_resources(config, CELLS[wildcards.cell].model)["threads"]
     resources:
-        mem_mb=lambda wildcards: job_resources(config, CELLS[wildcards.cell].model)["mem_mb"],
-        runtime=lambda wildcards: job_resources(config, CELLS[wildcards.cell].model)["runtime"],
-        gpu=lambda wildcards: min(1, job_resources(config, CELLS[wildcards.cell].model)["gpus"]),
+        mem_mb=lambda wildcards: eval_job_resources(config, CELLS[wildcards.cell].model)["mem_mb"],
+        runtime=lambda wildcards: eval_job_resources(config, CELLS[wildcards.cell].model)["runtime"],
+        gpu=lambda wildcards: eval_job_resources(config, CELLS[wildcards.cell].model)["gpus"],
     log:
         "results/logs/evaluate/{cell}.log",
     benchmark:
@@ -56,11 +56,11 @@ rule evaluate_base:
         tasks=lambda wildcards: " ".join(BASE_TASKS[wildcards.model]),
         options=evaluation_options(),
         device=lambda wildcards: device(wildcards.model),
-    threads: lambda wildcards: job_resources(config, wildcards.model)["threads"]
+    threads: lambda wildcards: eval_job_resources(config, wildcards.model)["threads"]
     resources:
-        mem_mb=lambda wildcards: job_resources(config, wildcards.model)["mem_mb"],
-        runtime=lambda wildcards: job_resources(config, wildcards.model)["runtime"],
-        gpu=lambda wildcards: min(1, job_resources(config, wildcards.model)["gpus"]),
+        mem_mb=lambda wildcards: eval_job_resources(config, wildcards.model)["mem_mb"],
+        runtime=lambda wildcards: eval_job_resources(config, wildcards.model)["runtime"],
+        gpu=lambda wildcards: eval_job_resources(config, wildcards.model)["gpus"],
     log:
         "results/logs/evaluate_base/{model}.log",
     benchmark:

@@ -11,6 +11,11 @@ wildcard_constraints:
     figure="|".join(FIGURES),
 
 
+localrules:
+    figure,
+    track_figures,
+
+
 rule figure:
     input:
         script="paper_figures/{figure}.py",

@@ -1,0 +1,198 @@
+"""config/test.yaml through profiles/slurm on a one-node SLURM cluster that tests/slurm/cluster.sh
+starts (as root; skipped elsewhere): every job submitted by sbatch with its config's resources,
+the tables equal to a local run's, a GPU request rendered as the plugin's --gpus, and a train job
+killed with scancel resubmitted and resumed from its checkpoint while the node is drained."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from klrl.grid import eval_job_resources, expand_grid, job_resources
+
+pytestmark = pytest.mark.slurm
+
+ROOT = Path(__file__).resolve().parents[1]
+CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
+WORKFLOW_FILES = ("Snakefile", "workflow/rules", "workflow/schemas", "workflow/report", "config", "envs", "profiles", "paper_figures")
+SNAKEMAKE = Path(sys.executable).parent / "snakemake"
+PARTITIONS = {"KLRL_SLURM_ACCOUNT": "klrl", "KLRL_SLURM_PARTITION": "cpu", "KLRL_SLURM_GPU_PARTITION": "gpu"}
+FAST = ("--slurm-init-seconds-before-status-checks", "2")  # the plugin's default waits 40 s before the first check
+CONFIG = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+PROFILE = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.yaml").read_text())
+LOCAL_RULES = {"track_grid", "aggregate", "figure", "track_figures"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> dict:
+    """The cluster's client environment; the daemons are stopped by PID afterwards, also on failure."""
+    state = tmp_path_factory.mktemp("slurm")
+    start = subprocess.run([str(CLUSTER), "start", str(state)], capture_output=True, text=True, timeout=1200, check=False)
+    if start.returncode == 77:
+        pytest.skip(f"no SLURM test cluster here: {start.stderr.strip()}")
+    try:
+        assert start.returncode == 0, start.stderr[-3000:]
+        path = f"{Path(sys.executable).parent}:{os.environ['PATH']}:/usr/sbin:/sbin"
+        env = os.environ | PARTITIONS | {"SLURM_CONF": str(state / "slurm.conf"), "PATH": path, "OMP_NUM_THREADS": "1"}
+        env.pop("MLFLOW_TRACKING_URI", None)
+        yield env
+    finally:
+        subprocess.run([str(CLUSTER), "stop", str(state)], timeout=300, check=True)
+
+
+def _copy_workflow(folder: Path) -> Path:
+    for name in WORKFLOW_FILES:
+        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, folder / name)
+    return folder
+
+
+def _run(command: list[str], env: dict, folder: Path | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def _jobs(env: dict, run: Path) -> pd.DataFrame:
+    """Every SLURM job that ran in the folder `run` (sacct), with its rule from the comment the
+    plugin gives each job (rule_<rule>_wildcards_<values>)."""
+    fields = ["JobIDRaw", "WorkDir", "Comment", "Partition", "Account", "AllocCPUS", "ReqMem", "Timelimit", "State"]
+    format_ = ",".join(f"{field}%400" for field in fields)
+    out = _run(["sacct", "-X", "--parsable2", "--noheader", "-a", "-S", "now-1days", "-o", format_], env).stdout
+    jobs = pd.DataFrame([line.split("|") for line in out.splitlines()], columns=fields)
+    jobs = jobs[jobs["WorkDir"] == str(run)].copy()
+    jobs["rule"] = jobs["Comment"].str.extract(r"^rule_(.+?)(?:_wildcards_.*)?$")[0]
+    return jobs
+
+
+def _table(folder: Path, name: str) -> pd.DataFrame:
+    (path,) = [path for path in (folder / "results").rglob(f"tables/{name}") if "mlartifacts" not in path.parts]
+    return pd.read_csv(path)
+
+
+@pytest.fixture(scope="module")
+def slurm_run(cluster, tmp_path_factory) -> Path:
+    """config/test.yaml end to end through profiles/slurm."""
+    folder = _copy_workflow(tmp_path_factory.mktemp("slurm-run"))
+    result = _run([str(SNAKEMAKE), "--profile", "profiles/slurm", "--configfile", "config/test.yaml", *FAST], cluster, folder)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    return folder
+
+
+@pytest.mark.slow
+def test_every_cluster_job_got_its_configured_resources(cluster, slurm_run):
+    jobs = _jobs(cluster, slurm_run)
+    assert set(jobs["State"]) == {"COMPLETED"} and set(jobs["Account"]) == {"klrl"}
+    cells = expand_grid(CONFIG)
+    assert sorted(jobs["rule"]) == sorted(
+        ["train"] * len(cells) + ["evaluate"] * len(cells) + ["evaluate_base", "pretrain_base", "toy_bias"] + ["prepare_data"] * 2
+    )
+    assert not LOCAL_RULES & set(jobs["rule"])
+    train, evaluate = job_resources(CONFIG, "tiny"), eval_job_resources(CONFIG, "tiny")
+    defaults = PROFILE["default-resources"]
+    expected = {  # partition, CPUs, memory, time limit
+        "train": ("gpu", train["threads"], train["mem_mb"], train["runtime"]),
+        "evaluate": ("gpu", evaluate["threads"], evaluate["mem_mb"], evaluate["runtime"]),
+        "evaluate_base": ("gpu", evaluate["threads"], evaluate["mem_mb"], evaluate["runtime"]),
+        "pretrain_base": ("cpu", 2, 4000, 120),  # workflow/rules/models.smk
+        "toy_bias": ("cpu", 1, defaults["mem_mb"], defaults["runtime"]),
+        "prepare_data": ("cpu", 1, defaults["mem_mb"], defaults["runtime"]),
+    }
+    assert (evaluate["mem_mb"], evaluate["runtime"]) != (train["mem_mb"], train["runtime"])  # evaluation.jobs arrived
+    for _, job in jobs.iterrows():
+        partition, cpus, mem_mb, minutes = expected[job["rule"]]
+        limit = f"{minutes // 60:02d}:{minutes % 60:02d}:00"
+        assert (job["Partition"], int(job["AllocCPUS"]), job["ReqMem"], job["Timelimit"]) == (partition, cpus, f"{mem_mb}M", limit), job["rule"]
+
+
+@pytest.mark.slow
+def test_the_cluster_run_equals_the_local_run(cluster, slurm_run, tmp_path):
+    local = _copy_workflow(tmp_path)
+    env = {key: value for key, value in cluster.items() if not key.startswith("SLURM")}
+    result = _run([str(SNAKEMAKE), "--cores", "2", "--configfile", "config/test.yaml", "--until", "aggregate"], env, local)
+    assert result.returncode == 0, result.stderr[-5000:]
+    for table in ("main.csv", "scores.csv"):
+        pd.testing.assert_frame_equal(_table(slurm_run, table), _table(local, table), check_exact=True)
+    for cell in expand_grid(CONFIG).values():  # each job's own log, where the README says
+        for rule in ("train", "evaluate"):
+            assert (slurm_run / "results" / "logs" / rule / f"{cell.id}.log").stat().st_size > 0
+
+
+def _overlay(folder: Path, **jobs_or_train) -> Path:
+    config = yaml.safe_load((folder / "config" / "test.yaml").read_text())
+    for section, values in jobs_or_train.items():
+        config[section] = config.get(section, {}) | values
+    path = folder / "config" / "overlay.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.mark.slow
+def test_a_gpu_job_asks_sbatch_for_gpus_on_the_gpu_partition(cluster, slurm_run, tmp_path):
+    folder = shutil.copytree(slurm_run, tmp_path / "run", symlinks=True)
+    overlay = _overlay(folder, jobs={"gpus": 2})
+    cell = next(iter(expand_grid(yaml.safe_load(overlay.read_text())).values()))
+    target = str(cell.folder / "train" / "status.json")
+    result = _run([str(SNAKEMAKE), "--profile", "profiles/slurm", "--configfile", str(overlay), "--retries", "0", *FAST, target], cluster, folder)
+    assert result.returncode != 0  # this cluster has no GPUs: sbatch refuses the job
+    output = result.stdout + result.stderr
+    assert "SLURM sbatch failed" in output and "Invalid generic resource (gres) specification" in output
+    (call,) = {line.strip() for line in output.splitlines() if line.strip().startswith("sbatch ")}
+    assert " -p gpu " in call and call.count("--gpus=2") == 1 and " -A klrl " in call
+    assert "--cpus-per-task=1" in call and "--mem 2000" in call and " -t 10 " in call
+
+
+def _squeue(env: dict, fmt: str) -> list[list[str]]:
+    return [line.split("|") for line in _run(["squeue", "-h", "-o", fmt], env).stdout.splitlines()]
+
+
+def _wait(condition, seconds: int, what: str):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.3)
+    pytest.fail(f"{what} within {seconds} s")
+
+
+@pytest.mark.slow
+def test_a_cancelled_train_job_is_resubmitted_and_resumes_through_a_drain(cluster, slurm_run, tmp_path):
+    folder = shutil.copytree(slurm_run, tmp_path / "run", symlinks=True)
+    steps = 60
+    overlay = _overlay(folder, train={"steps": steps, "checkpoint_every": 1})
+    cell = next(iter(expand_grid(yaml.safe_load(overlay.read_text())).values()))
+    train = folder / cell.folder / "train"
+    command = [str(SNAKEMAKE), "--profile", "profiles/slurm", "--configfile", str(overlay), "--retries", "1", *FAST]
+    log = (tmp_path / "snakemake.log").open("w")
+    snakemake = subprocess.Popen([*command, str(cell.folder / "train" / "status.json")], cwd=folder, env=cluster, stdout=log, stderr=subprocess.STDOUT)
+    node = _run(["hostname", "-s"], cluster).stdout.strip()
+    try:
+        first = _wait(lambda: [job for job, state in _squeue(cluster, "%i|%T") if state == "RUNNING"], 300, "no train job ran")[0]
+        _wait(lambda: (train / "checkpoint.pt").exists(), 300, "the train job wrote no checkpoint")
+        assert _run(["scancel", first], cluster).returncode == 0
+        assert _run(["scontrol", "update", f"nodename={node}", "state=drain", "reason=klrl-test"], cluster).returncode == 0
+        _wait(lambda: not [job for job, in _squeue(cluster, "%i") if job == first], 60, "the cancelled job stayed")
+        reached = torch.load(train / "checkpoint.pt", weights_only=False)["step"]
+        before = [line for line in (train / "metrics.jsonl").read_text().splitlines() if json.loads(line)["step"] < reached]
+        retry = _wait(lambda: [row for row in _squeue(cluster, "%i|%T|%r") if row[0] != first], 180, "the job was not resubmitted")[0]
+        assert retry[1] == "PENDING", retry  # the node is drained
+        assert _run(["scontrol", "update", f"nodename={node}", "state=resume"], cluster).returncode == 0
+        assert snakemake.wait(timeout=600) == 0, (tmp_path / "snakemake.log").read_text()[-5000:]
+    finally:
+        _run(["scontrol", "update", f"nodename={node}", "state=resume"], cluster)
+        if snakemake.poll() is None:
+            snakemake.terminate()
+            snakemake.wait(timeout=120)
+    output = (tmp_path / "snakemake.log").read_text()
+    assert f"SLURM-job '{first}' failed, SLURM status is: 'CANCELLED'" in output
+    assert yaml.safe_load((train / "status.json").read_text())["status"] == "completed"
+    lines = (train / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines] == list(range(steps + 1))
+    assert 0 < reached < steps and lines[: len(before)] == before  # the steps before the checkpoint kept their timings: resumed
+    assert list((folder / ".snakemake" / "slurm_logs" / "rule_train").rglob(f"{first}.log"))  # a failed job's SLURM log is kept
