@@ -11,7 +11,8 @@ busy for hours inside C code. So each process that grades keeps:
     timed out once scores 0 at once the next time, whoever sends it.
 A batch's items are spread over the workers. An item not answered within `timeout` seconds is
 False and only the worker that holds it is killed (and replaced by a fresh fork); the others go
-on. A batch also has a total `deadline`: when it passes, every item not yet graded is False and
+on. A worker that dies under an item (its memory limit, or a kill from outside) is replaced and
+the item tried once more; dying twice makes it False. A batch also has a total `deadline`: when it passes, every item not yet graded is False and
 counted (`grading_counts`, logged by the trainer as `grading/deadline_zeroed`), so no batch of
 any size takes longer than `deadline` + a kill. Should the parent die, the template ends at end
 of file on its connection, a worker at end of file when idle or by an interval timer with the
@@ -98,6 +99,7 @@ class _GradingService:
             if queue:
                 self._start_workers()
             busy: dict[int, tuple[tuple[str, str], float]] = {}  # worker slot → (pair, sent at)
+            died: set[tuple[str, str]] = set()  # pairs whose worker died under them once
             while (queue or busy) and time.monotonic() < end:
                 for slot in range(len(self._workers)):
                     if slot not in busy and queue:
@@ -114,9 +116,13 @@ class _GradingService:
                     pair, _ = busy.pop(slot)
                     try:
                         verdict = bool(self._workers[slot].connection.recv())
-                    except (EOFError, OSError):  # the worker died (its memory limit): a hostile answer
-                        verdict = False
+                    except (EOFError, OSError):  # the worker died: killed from outside, or by this answer
                         self._replace(slot)
+                        if pair not in died:  # once more on a fresh worker; twice is the answer's doing
+                            died.add(pair)
+                            queue.appendleft(pair)
+                            continue
+                        verdict = False
                     self._settle(pair, verdict, waiting, verdicts)
                 now = time.monotonic()
                 for slot, (pair, sent) in list(busy.items()):
