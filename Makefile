@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-vllm vllm-env run ui browser clean bench bench-trl bench-sampling bench-dag bench-grid bench-eval bench-grading
+.PHONY: install test test-vllm vllm-env run cells readme-figures ui browser clean bench bench-trl bench-sampling bench-dag bench-grid bench-eval bench-grading
 
 install: $(STAMP)
 
@@ -45,6 +45,18 @@ CONFIG ?= config/config.yaml
 
 run: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --profile profiles/local --configfile $(CONFIG)
+
+# The cell ids of a config (make cells CONFIG=config/paper.yaml).
+cells: $(STAMP)
+	$(BIN)/python -m klrl cells --config $(CONFIG)
+
+# The README's figures (docs/figures/, tracked) from a finished run's results/<experiment>/figures/;
+# no run ever writes tracked files, so this copy is the only way they change.
+EXPERIMENT ?= default
+
+readme-figures:
+	test -d results/$(EXPERIMENT)/figures || { echo "no results/$(EXPERIMENT)/figures: run the grid first"; exit 1; }
+	cp results/$(EXPERIMENT)/figures/*.png docs/figures/
 
 # The MLflow UI over the default store, on this machine only.
 UI_PORT ?= 5000

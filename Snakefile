@@ -38,7 +38,7 @@ include: "workflow/rules/unknown_cell.smk"
 
 rule all:
     input:
-        "results/tables/main.csv",
-        expand("paper_figures/{figure}.png", figure=FIGURES),
-        f"results/mlflow/{config['experiment']}.figures.txt",
+        f"{OUT}/tables/main.csv",
+        expand(f"{OUT}/figures/{{figure}}.png", figure=FIGURES),
+        f"{OUT}/mlflow/figures.txt",
     default_target: True

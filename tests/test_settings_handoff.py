@@ -137,9 +137,9 @@ def test_the_settings_files_written_by_snakemake_load_identically(tmp_path):
 
     folder = _copy_workflow(tmp_path)
     cells = expand_grid(_load("paper.yaml"))
-    targets = [f"results/cells/{cell}/train/settings.json" for cell in cells]
+    targets = [str(cell.folder / "train" / "settings.json") for cell in cells.values()]
     result = _snakemake(folder, "--cores", "1", "--configfile", "config/paper.yaml", "--", *targets)
     assert result.returncode == 0, result.stderr[-3000:]
     for cell in cells.values():
-        loaded = load_config(folder / "results" / "cells" / cell.id / "train" / "settings.json")
+        loaded = load_config(folder / cell.folder / "train" / "settings.json")
         _same_types(loaded.to_dict(), cell.train, cell.id)

@@ -91,8 +91,8 @@ def test_the_default_grid_measures_every_claim():
     cell = cells["tiny__k1-loss__b1__on__s1"]
     assert cell.train["async_lag"] == 0
     assert (cell.train["kl"]["name"], cell.train["kl"]["beta"], cell.train["seed"]) == ("k1-loss", 1.0, 1)
-    assert cell.train["base_model"] == "results/base/tiny/model"
-    assert cell.train["train_data"] == "results/data/arith/train.jsonl"
+    assert cell.train["base_model"] == "results/default/base/tiny/model"
+    assert cell.train["train_data"] == "results/default/data/arith/train.jsonl"
     assert parse_cell_id(cell.id) == {"model": "tiny", "kl": "k1-loss", "beta": 1.0, "policy": "on", "lag": 0, "seed": 1}
 
 
@@ -153,7 +153,7 @@ def test_a_bad_config_stops_snakemake_before_any_job(tmp_path, edit, message):
 
 def test_config_overrides_apply_on_top_of_the_default_config(tmp_path):
     folder = _copy_workflow(tmp_path)
-    result = _snakemake(folder, "-n", "-p", "--config", "experiment=override", "--", "results/mlflow/override.runs.json")
+    result = _snakemake(folder, "-n", "-p", "--config", "experiment=override", "--", "results/override/mlflow/runs.json")
     assert result.returncode == 0, result.stderr[-2000:]
     default_cells = expand_grid(_config("config"))
     assert f"--cells {' '.join(f'{c.group}:{c.id}' for c in default_cells.values())}" in " ".join(result.stdout.split())
@@ -161,7 +161,7 @@ def test_config_overrides_apply_on_top_of_the_default_config(tmp_path):
 
 def test_an_unknown_cell_path_names_the_closest_cells(tmp_path):
     folder = _copy_workflow(tmp_path)
-    result = _snakemake(folder, "-n", "--configfile", "config/test.yaml", "--", "results/cells/tiny__k1-reward__b0.1__on__s5/eval/results.json")
+    result = _snakemake(folder, "-n", "--configfile", "config/test.yaml", "--", "results/ci-test/cells/tiny__k1-reward__b0.1__on__s5/eval/results.json")
     assert result.returncode != 0
     assert "'tiny__k1-reward__b0.1__on__s5' is not a cell of this config; closest: tiny__k1-reward__b0.1__on__s0" in result.stdout + result.stderr
 
@@ -230,34 +230,35 @@ def ci_run(tmp_path_factory) -> Path:
 
 
 CI_CELLS = ("tiny__k1-reward__b0.1__on__s0", "tiny__k3-loss__b0.1__off__s0")
+CI_OUT = Path("results") / "ci-test"  # config/test.yaml's experiment
 
 
 @pytest.mark.slow
 def test_the_ci_grid_runs_end_to_end(ci_run):
-    scores = pd.read_csv(ci_run / "results" / "tables" / "scores.csv")
+    scores = pd.read_csv(ci_run / CI_OUT / "tables" / "scores.csv")
     assert sorted(zip(scores["cell"], scores["task"])) == sorted((c, t) for c in CI_CELLS for t in ("arith", "arith-long"))
     assert set(scores["status"]) == {"completed"}
     assert set(scores["step"]) == {3}
-    base = json.loads((ci_run / "results" / "base" / "tiny" / "eval" / "results.json").read_text())
+    base = json.loads((ci_run / CI_OUT / "base" / "tiny" / "eval" / "results.json").read_text())
     for _, row in scores.iterrows():
-        cell = json.loads((ci_run / "results" / "cells" / row["cell"] / "eval" / "results.json").read_text())
+        cell = json.loads((ci_run / CI_OUT / "cells" / row["cell"] / "eval" / "results.json").read_text())
         assert row["pass@1"] == pytest.approx(cell["tasks"][row["task"]]["pass@1"])
         assert row["base_pass@1"] == pytest.approx(base["tasks"][row["task"]]["pass@1"])
         assert cell["train_status"]["status"] == "completed"
-    config = yaml.safe_load((ci_run / "results" / "cells" / CI_CELLS[1] / "train" / "config.yaml").read_text())
+    config = yaml.safe_load((ci_run / CI_OUT / "cells" / CI_CELLS[1] / "train" / "config.yaml").read_text())
     assert (config["async_lag"], config["kl"]["name"], config["advantage"]) == (1, "k3-loss", "group-mean")
     for rule in ("train", "evaluate"):
-        assert (ci_run / "results" / "benchmarks" / rule / f"{CI_CELLS[0]}.tsv").is_file()
-        assert (ci_run / "results" / "logs" / rule / f"{CI_CELLS[0]}.log").is_file()
+        assert (ci_run / CI_OUT / "benchmarks" / rule / f"{CI_CELLS[0]}.tsv").is_file()
+        assert (ci_run / CI_OUT / "logs" / rule / f"{CI_CELLS[0]}.log").is_file()
 
 
 @pytest.mark.slow
 def test_rerunning_one_cell_reruns_only_its_jobs(ci_run):
-    target = f"results/cells/{CI_CELLS[0]}/eval/results.json"
+    target = f"results/ci-test/cells/{CI_CELLS[0]}/eval/results.json"
     dry = _snakemake(ci_run, "-n", "--configfile", "config/test.yaml", "--forcerun", "train", "--", target)
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert _job_counts(dry.stdout) == {"train": 1, "evaluate": 1, "total": 2}
-    other = ci_run / "results" / "cells" / CI_CELLS[1] / "eval" / "results.json"
+    other = ci_run / CI_OUT / "cells" / CI_CELLS[1] / "eval" / "results.json"
     before = other.stat().st_mtime_ns, (ci_run / target).stat().st_mtime_ns
     result = _snakemake(ci_run, "--cores", "2", "--configfile", "config/test.yaml", "--forcerun", "train", "--", target)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -270,7 +271,7 @@ def test_rerunning_one_cell_reruns_only_its_jobs(ci_run):
 @pytest.mark.slow
 def test_tables_and_figures_alone_are_rebuilt_from_existing_results(ci_run):
     args = ("--configfile", "config/test.yaml", "--forcerun", "aggregate", "--allowed-rules", "aggregate")
-    dry = _snakemake(ci_run, "-n", *args, "--", "results/tables/scores.csv")
+    dry = _snakemake(ci_run, "-n", *args, "--", "results/ci-test/tables/scores.csv")
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert _job_counts(dry.stdout) == {"aggregate": 1, "total": 1}
     args = ("--configfile", "config/test.yaml", "--forcerun", "aggregate", "--allowed-rules", "aggregate", "figure", "figures")
@@ -341,7 +342,7 @@ def _stop_group(process: subprocess.Popen) -> None:
     reason="Debian's chromium is not installed (CI sets KLRL_REQUIRE_BROWSER=1 and installs it)",
 )
 def test_every_cell_is_in_mlflow_and_the_ui_shows_the_runs(ci_run, mlflow_server, tmp_path):
-    runs_file = json.loads((ci_run / "results" / "mlflow" / "ci-test.runs.json").read_text())
+    runs_file = json.loads((ci_run / CI_OUT / "mlflow" / "runs.json").read_text())
     runs = _post(f"{mlflow_server}/api/2.0/mlflow/runs/search", {"experiment_ids": [runs_file["experiment_id"]]})["runs"]
     by_name = {run["info"]["run_name"]: run for run in runs}
     assert set(by_name) == {"grid", "base/tiny", *CI_CELLS}
@@ -384,9 +385,9 @@ def test_every_cell_is_in_mlflow_and_the_ui_shows_the_runs(ci_run, mlflow_server
 
 @pytest.mark.slow
 def test_the_html_report_holds_the_tables(ci_run):
-    result = _snakemake(ci_run, "--configfile", "config/test.yaml", "--report", "results/report.html")
+    result = _snakemake(ci_run, "--configfile", "config/test.yaml", "--report", "results/ci-test/report.html")
     assert result.returncode == 0, result.stderr[-3000:]
-    report = (ci_run / "results" / "report.html").read_text()
+    report = (ci_run / CI_OUT / "report.html").read_text()
     assert "scores.csv" in report and "bias.csv" in report
     assert "Cells: every on-policy k1-loss, k1-reward and none cell. Scale: toy." in report  # the figure's caption
     assert "klrl reproduces" in report and "klrl-ci-test" in report  # the workflow description (workflow/report/workflow.rst)
@@ -404,12 +405,12 @@ def test_a_hub_model_declared_in_a_config_runs_a_cell_without_code_changes(tmp_p
     config["groups"] = [dict(config["groups"][0], models=["my-hub-model"])]
     (folder / "hub.yaml").write_text(yaml.safe_dump(config))
     cell = "my-hub-model__k1-reward__b0.1__on__s0"
-    result = _snakemake(folder, "--cores", "2", "--configfile", "hub.yaml", "--", f"results/cells/{cell}/eval/results.json")
+    result = _snakemake(folder, "--cores", "2", "--configfile", "hub.yaml", "--", f"results/hub-model/cells/{cell}/eval/results.json")
     assert result.returncode == 0, result.stderr[-3000:]
-    settings = json.loads((folder / "results" / "cells" / cell / "train" / "settings.json").read_text())
+    settings = json.loads((folder / "results" / "hub-model" / "cells" / cell / "train" / "settings.json").read_text())
     assert (settings["base_model"], settings["stop_tokens"]) == (str(tiny_base), ["z"])
-    assert not (folder / "results" / "base" / "my-hub-model" / "model").exists()  # loaded, not built
-    samples = [json.loads(line) for line in (folder / "results" / "cells" / cell / "eval" / "samples" / "arith.jsonl").read_text().splitlines()]
+    assert not (folder / "results" / "hub-model" / "base" / "my-hub-model" / "model").exists()  # loaded, not built
+    samples = [json.loads(line) for line in (folder / "results" / "hub-model" / "cells" / cell / "eval" / "samples" / "arith.jsonl").read_text().splitlines()]
     completions = [text for record in samples for text in record["completions"]]
     assert all("z" not in text[:-1] for text in completions)  # "z" ends a completion ...
     assert any(text.endswith("z") for text in completions)  # ... and did end some
@@ -427,3 +428,62 @@ def test_staleness_is_a_grid_axis():
     off["train"]["async_lag"] = 1
     with pytest.raises(ValueError, match="group 'off-policy': a lag list needs policy \\[off\\] and no train.async_lag"):
         expand_grid(config)
+
+
+@pytest.mark.slow
+def test_two_configs_in_one_checkout_keep_their_own_trees_and_leave_tracked_files_alone(ci_run):
+    """After config/test.yaml (ci_run), a second config runs in the same checkout: both result
+    trees stay whole, and no tracked file changes (figures go under results/<experiment>/)."""
+    subprocess.run(["git", "init", "-q"], cwd=ci_run, check=True)
+    (ci_run / ".gitignore").write_text((ROOT / ".gitignore").read_text())
+    subprocess.run(["git", "add", "-A"], cwd=ci_run, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "tracked"], cwd=ci_run, check=True)
+    before = {path: path.read_bytes() for path in (ci_run / CI_OUT).rglob("*.csv")}
+    assert before
+    other = _config("test")
+    other["experiment"], other["tracking"] = "ci-other", {"enabled": False}
+    other["data"]["arith"]["train_size"] = 32  # a different recipe for the same task name
+    other["groups"] = other["groups"][:1]
+    (ci_run / "config" / "other.yaml").write_text(yaml.safe_dump(other))
+    subprocess.run(["git", "add", "config/other.yaml"], cwd=ci_run, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "other"], cwd=ci_run, check=True)
+    result = _snakemake(ci_run, "--cores", "2", "--configfile", "config/other.yaml")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert {path: path.read_bytes() for path in (ci_run / CI_OUT).rglob("*.csv")} == before
+    assert (ci_run / "results" / "ci-other" / "tables" / "main.csv").is_file()
+    assert len((ci_run / "results" / "ci-other" / "data" / "arith" / "train.jsonl").read_text().splitlines()) == 32
+    assert len((ci_run / CI_OUT / "data" / "arith" / "train.jsonl").read_text().splitlines()) == 64
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=ci_run, capture_output=True, text=True, check=True)
+    assert status.stdout == ""
+
+
+@pytest.mark.slow
+def test_the_paper_grid_in_miniature_runs_end_to_end(tmp_path):
+    """config/paper.yaml with config/overlays/cpu-mini.yaml: every group of the paper's grid through
+    the same rules, torchrun with 2 CPU processes, bf16 over fp32 master weights, micro-batches,
+    the MATH/MMLU loaders on their fixtures, Countdown, lm-eval, the tables and the figures."""
+    folder = _copy_workflow(tmp_path)
+    configs = ("--configfile", "config/paper.yaml", "config/overlays/cpu-mini.yaml")
+    dry = _snakemake(folder, "-n", "-p", *configs)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert set(_train_commands(dry.stdout)) == {"torchrun --standalone --nproc_per_node 2 -m klrl"}
+    result = _snakemake(folder, "--cores", "2", "--keep-going", *configs, timeout=3600)
+    assert result.returncode == 0, result.stderr[-5000:]
+    mini = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    from snakemake.utils import update_config
+
+    update_config(mini, yaml.safe_load((ROOT / "config" / "overlays" / "cpu-mini.yaml").read_text()))
+    cells = expand_grid(mini)
+    out = folder / "results" / "paper-cpu-mini"
+    scores = pd.read_csv(out / "tables" / "scores.csv")
+    assert set(scores["cell"]) == set(cells)
+    assert set(scores["status"]) == {"completed"}
+    assert {cell.group for cell in cells.values()} == {group["name"] for group in _config("paper")["groups"]}
+    for cell in cells.values():
+        saved = yaml.safe_load((out / "cells" / cell.id / "train" / "config.yaml").read_text())
+        assert (saved["mixed_precision"], saved["micro_batch_size"], saved["device"]) == ("bf16", 1, "cpu")
+        log = (out / "logs" / "train" / f"{cell.id}.log").read_text()
+        assert "2 processes" in log, log[-2000:]
+    tasks = set(scores["task"])
+    assert {"math", "mmlu-college-physics", "mmlu-college-chemistry", "mmlu-college-biology", "countdown"} <= tasks
+    assert len(list((out / "figures").glob("*.png"))) == 8

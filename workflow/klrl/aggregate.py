@@ -1,8 +1,8 @@
-"""`klrl aggregate`: every cell's files into the tables under results/tables/ (files in, files out).
+"""`klrl aggregate`: every cell's files into the tables under results/<experiment>/tables/ (files in, files out).
 
-Reads only files under results/ (never MLflow): each cell's train/status.json, train/config.yaml,
+Reads only files under results/<experiment>/ (never MLflow): each cell's train/status.json, train/config.yaml,
 train/metrics.jsonl and eval/results.json + eval/samples/, each base model's eval/, and
-results/toy/bias.csv. Writes, each as CSV, Markdown and LaTeX where it is a paper table:
+<root>/toy/bias.csv. Writes, each as CSV, Markdown and LaTeX where it is a paper table:
 
   scores.csv        per cell × evaluation task: status, pass@1, standard error, base, change
   main              per model × KL config × β × policy × task: pass@1 mean over seeds with a
@@ -13,7 +13,7 @@ results/toy/bias.csv. Writes, each as CSV, Markdown and LaTeX where it is a pape
                     prefixes (not the sequence forward KL); NaN where the logged value was not finite
   table1            per KL config × policy mode: gradient bias (toy study; off-policy at the
                     distance toy_tv, the total variation between μ and πθ that the toy's numbers
-                    are for, not the grid's lag: results/toy/by_lag.csv has the curve) and the
+                    are for, not the grid's lag: <root>/toy/by_lag.csv has the curve) and the
                     training behaviour of its cells (klrl.behaviour states the rule)
   paper_comparison  the paper's published findings beside ours, with the scale of each
   table2            how to get each configuration in verl, OpenRLHF, TRL and SkyRL
@@ -38,7 +38,7 @@ import pandas as pd
 import yaml
 
 from klrl.behaviour import LABELS, classify
-from klrl.grid import RESULTS, parse_cell_id
+from klrl.grid import parse_cell_id
 from klrl.stats import bootstrap_mean_ci
 from klrl.verdicts import COLUMNS as CLAIM_COLUMNS, claim_rows
 from klrl.training.tracking import read_metrics
@@ -69,7 +69,7 @@ def _per_problem(samples: Path) -> pd.Series | None:
 class Results:
     """The files of one results folder, read once."""
 
-    def __init__(self, cells: list[str], root: Path = RESULTS) -> None:
+    def __init__(self, cells: list[str], root: Path) -> None:
         self.root = Path(root)
         self.cells = {cell: parse_cell_id(cell) for cell in cells}
 
@@ -233,7 +233,7 @@ def write_table(frame: pd.DataFrame, folder: Path, name: str, formats=("csv", "m
         (folder / f"{name}.tex").write_text(frame.to_latex(index=False, float_format="%.3f", na_rep="--"))
 
 
-def aggregate(cells: list[str], out: Path, root: Path = RESULTS, scale: str = "toy") -> dict[str, pd.DataFrame]:
+def aggregate(cells: list[str], out: Path, root: Path, scale: str = "toy") -> dict[str, pd.DataFrame]:
     results = Results(cells, root)
     out.mkdir(parents=True, exist_ok=True)
     toy_path = root / "toy" / "bias.csv"
@@ -257,7 +257,8 @@ def aggregate(cells: list[str], out: Path, root: Path = RESULTS, scale: str = "t
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cells", nargs="+", required=True, help="cell ids")
-    parser.add_argument("--out", type=Path, default=RESULTS / "tables", help="folder for the tables")
+    parser.add_argument("--root", type=Path, required=True, help="the config's results folder (results/<experiment>): cells/, base/, toy/")
+    parser.add_argument("--out", type=Path, required=True, help="folder for the tables")
     parser.add_argument("--scale", default="toy", help="what the paper-comparison table says of this grid's scale")
     parser.add_argument("--mlflow-runs", type=Path, help="the grid's runs file: tables go to its parent run")
 
@@ -265,7 +266,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from klrl.training.tracking import Tracker
 
-    tables = aggregate(args.cells, args.out, scale=args.scale)
+    tables = aggregate(args.cells, args.out, args.root, scale=args.scale)
     if args.mlflow_runs:
         grid = Tracker.from_runs_file(args.mlflow_runs, "grid")
         grid.log_artifact(args.out, None)

@@ -4,7 +4,7 @@
     python -m klrl cells --config config/config.yaml tiny__k1-reward__b0.1__on__s0
                                                                    # exit 1 with close matches if not a cell
 
-The ids are those the workflow's paths use (results/cells/<cell>/...), from klrl.grid.
+The ids are those the workflow's paths use (results/<experiment>/cells/<cell>/...), from klrl.grid.
 """
 
 from __future__ import annotations

@@ -45,6 +45,17 @@ from klrl.training.config import TrainConfig
 from klrl.typed import from_mapping
 
 RESULTS = Path("results")
+
+
+def results_root(config: dict) -> Path:
+    """The folder of every output of a config: results/<experiment> (data, base models, cells,
+    tables, figures, logs, the MLflow runs file), so configs in one checkout never share files.
+
+    >>> results_root({"experiment": "ci-test"})
+    PosixPath('results/ci-test')
+    """
+    return RESULTS / config["experiment"]
+
 # TrainConfig keys that the grid sets for each cell (threads and device from the job's
 # resources); the config's `train` sections may not. Of `kl`, the grid sets the name and β;
 # train sections may set its options (`kl: {value_clamp: 10}`).
@@ -79,10 +90,11 @@ def parse_cell_id(text: str) -> dict:
     return {"model": tags["model"], "kl": tags["kl"], "beta": float(tags["beta"]), "policy": tags["policy"], "lag": lag, "seed": int(tags["seed"])}
 
 
-def model_path(model: str, declared: dict | None = None) -> str:
-    """Where a base model is loaded from: its folder under results/base, or its Hub id (or folder)."""
-    base = get_base_model(model, declared)
-    return base.hub_id if base.build == "hub" else str(RESULTS / "base" / model / "model")
+def model_path(model: str, config: dict) -> str:
+    """Where a base model is loaded from: its folder under the config's results/<experiment>/base,
+    or its Hub id (or local folder)."""
+    base = get_base_model(model, config.get("models"))
+    return base.hub_id if base.build == "hub" else str(results_root(config) / "base" / model / "model")
 
 
 JOB_DEFAULTS = {"threads": 1, "mem_mb": 4000, "runtime": 60, "gpus": 0}
@@ -137,29 +149,20 @@ class Cell:
     seed: int
     task: str
     eval_tasks: tuple[str, ...]
+    folder: Path  # results/<experiment>/cells/<id>
     train: dict = field(hash=False, compare=False)  # the resolved TrainConfig values
-
-    @property
-    def folder(self) -> Path:
-        return RESULTS / "cells" / self.id
-
-    def tags(self) -> dict[str, str]:
-        return {
-            "cell": self.id, "group": self.group, "model": self.model, "kl": self.kl,
-            "beta": f"{self.beta:g}", "policy": self.policy, "seed": str(self.seed),
-        }
 
 
 def _train_settings(config: dict, group: dict, model: str, kl: str, beta: float, policy: str, seed: int, lag: int | None) -> dict:
     task = get_task(group["task"])
-    data = RESULTS / "data" / task.name
+    data = results_root(config) / "data" / task.name
     sections = [config.get("train", {}), group.get("train", {}), config.get("train_overrides", {})]
     kl_options = {key: value for section in sections for key, value in section.get("kl", {}).items()}
     settings = {key: value for section in sections for key, value in section.items()}
     resources = job_resources(config, model)
     base = get_base_model(model, config.get("models"))
     settings |= {
-        "base_model": model_path(model, config.get("models")),
+        "base_model": model_path(model, config),
         "base_revision": base.revision,
         "stop_tokens": list(base.stop_tokens),
         "train_data": str(data / "train.jsonl"),
@@ -218,7 +221,8 @@ def expand_grid(config: dict) -> dict[str, Cell]:
                 resolved = from_mapping(TrainConfig, settings, "train config").to_dict()
             except ValueError as error:
                 raise ValueError(f"group {group['name']!r}, cell {cid}: {error}") from None
-            cells[cid] = Cell(cid, group["name"], model, kl, beta, policy, seed, group["task"], tuple(group["eval_tasks"]), resolved)
+            folder = results_root(config) / "cells" / cid
+            cells[cid] = Cell(cid, group["name"], model, kl, beta, policy, seed, group["task"], tuple(group["eval_tasks"]), folder, resolved)
     return cells
 
 

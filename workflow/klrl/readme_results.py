@@ -63,7 +63,7 @@ def _commit() -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tables", type=Path, default=Path("results/tables"), help="folder with claims.csv")
+    parser.add_argument("--tables", type=Path, required=True, help="folder with claims.csv (results/<experiment>/tables)")
     parser.add_argument("--readme", type=Path, default=Path("README.md"))
     parser.add_argument("--config", required=True, help="the config the run used, e.g. config/study.yaml")
     parser.add_argument("--run-time", required=True, help="the run's wall time, e.g. '2 h 41 min on 2 cores'")

@@ -1,4 +1,4 @@
-# Tables from the files under results/ (never from MLflow), logged to the grid's parent run.
+# Tables from the files under {OUT}/ (never from MLflow), logged to the grid's parent run.
 
 
 localrules:
@@ -7,33 +7,35 @@ localrules:
 
 rule aggregate:
     input:
-        cells=expand("results/cells/{cell}/eval/results.json", cell=CELLS),
-        bases=expand("results/base/{model}/eval/results.json", model=BASE_TASKS),
-        toy="results/toy/bias.csv",
+        cells=expand(f"{OUT}/cells/{{cell}}/eval/results.json", cell=CELLS),
+        bases=expand(f"{OUT}/base/{{model}}/eval/results.json", model=BASE_TASKS),
+        toy=f"{OUT}/toy/bias.csv",
         runs=ancient(RUNS),
     output:
-        report("results/tables/main.csv", caption="../report/main.rst", category="Tables"),
-        report("results/tables/table1.csv", caption="../report/table1.rst", category="Tables"),
-        report("results/tables/paper_comparison.csv", caption="../report/paper_comparison.rst", category="Tables"),
-        report("results/tables/table2.csv", caption="../report/table2.rst", category="Tables"),
-        report("results/tables/scores.csv", caption="../report/scores.rst", category="Tables"),
-        "results/tables/claims.csv",
-        "results/tables/curves.csv",
-        "results/tables/toy_bias.csv",
+        report(f"{OUT}/tables/main.csv", caption="../report/main.rst", category="Tables"),
+        report(f"{OUT}/tables/table1.csv", caption="../report/table1.rst", category="Tables"),
+        report(f"{OUT}/tables/paper_comparison.csv", caption="../report/paper_comparison.rst", category="Tables"),
+        report(f"{OUT}/tables/table2.csv", caption="../report/table2.rst", category="Tables"),
+        report(f"{OUT}/tables/scores.csv", caption="../report/scores.rst", category="Tables"),
+        f"{OUT}/tables/claims.csv",
+        f"{OUT}/tables/curves.csv",
+        f"{OUT}/tables/toy_bias.csv",
     params:
+        root=lambda wildcards: OUT,  # results/<experiment>
         cells=" ".join(CELLS),
         scale=config.get("scale", "toy"),
     log:
-        "results/logs/aggregate.log",
+        f"{OUT}/logs/aggregate.log",
     benchmark:
-        "results/benchmarks/aggregate.tsv"
+        f"{OUT}/benchmarks/aggregate.tsv"
     conda:
         "../../envs/klrl.yaml"
     shell:
         """
         python -m klrl aggregate \
             --cells {params.cells} \
-            --out results/tables \
+            --root {params.root} \
+            --out {params.root}/tables \
             --scale {params.scale} \
             --mlflow-runs {input.runs} \
             > {log} 2>&1

@@ -1,16 +1,29 @@
 # Input functions and the expanded grid; the expansion and its checks are klrl.grid's.
+# Every output of a config lives under OUT = results/<experiment>/ (klrl.grid.results_root), so
+# two configs in one checkout never write each other's files.
 import ast
 import re
 import shlex
 from pathlib import Path
 
-from klrl.grid import base_eval_tasks, eval_job_resources, expand_grid, job_resources, model_path, settings_json, train_launcher, used_tasks
+from klrl.grid import (
+    base_eval_tasks,
+    eval_job_resources,
+    expand_grid,
+    job_resources,
+    model_path,
+    results_root,
+    settings_json,
+    train_launcher,
+    used_tasks,
+)
 from klrl.models import get_base_model
 
+OUT = str(results_root(config))
 CELLS = expand_grid(config)
 BASE_TASKS = base_eval_tasks(CELLS)
 TASKS = used_tasks(CELLS)
-RUNS = f"results/mlflow/{config['experiment']}.runs.json"
+RUNS = f"{OUT}/mlflow/runs.json"
 EVALUATION = config["evaluation"]
 
 
@@ -24,7 +37,7 @@ def base_model_input(model):
     """The built base model's config.json, or nothing for a Hub model (downloaded by the job)."""
     if get_base_model(model, config.get("models")).build == "hub":
         return []
-    return f"results/base/{model}/model/config.json"
+    return f"{OUT}/base/{model}/model/config.json"
 
 
 def model_options(model, revision=True):
@@ -38,7 +51,7 @@ def model_options(model, revision=True):
 
 
 def data_inputs(tasks):
-    return [f"results/data/{task}/manifest.json" for task in tasks]
+    return [f"{OUT}/data/{task}/manifest.json" for task in tasks]
 
 
 def data_options(task):
@@ -75,7 +88,7 @@ def tracking_options():
 
 
 def unknown_cell(wildcards):
-    """Fails the DAG for a path under results/cells/ of no cell of this config, naming the closest."""
+    """Fails the DAG for a path under OUT/cells/ of no cell of this config, naming the closest."""
     from klrl.cells import unknown_cell_message
 
     raise ValueError(unknown_cell_message(wildcards.unknown_cell, CELLS))

@@ -3,20 +3,21 @@
 
 rule prepare_data:
     output:
-        "results/data/{task}/manifest.json",
+        f"{OUT}/data/{{task}}/manifest.json",
     params:
+        root=lambda wildcards: OUT,  # results/<experiment>
         options=lambda wildcards: data_options(wildcards.task),
     log:
-        "results/logs/prepare_data/{task}.log",
+        f"{OUT}/logs/prepare_data/{{task}}.log",
     benchmark:
-        "results/benchmarks/prepare_data/{task}.tsv"
+        f"{OUT}/benchmarks/prepare_data/{{task}}.tsv"
     conda:
         "../../envs/klrl.yaml"
     shell:
         """
         python -m klrl prepare-data \
             --task {wildcards.task} \
-            --out results/data/{wildcards.task} \
+            --out {params.root}/data/{wildcards.task} \
             {params.options} \
             > {log} 2>&1
         """

@@ -4,12 +4,13 @@
 
 rule evaluate:
     input:
-        status="results/cells/{cell}/train/status.json",
+        status=f"{OUT}/cells/{{cell}}/train/status.json",
         data=lambda wildcards: data_inputs(CELLS[wildcards.cell].eval_tasks),
         runs=ancient(RUNS),
     output:
-        "results/cells/{cell}/eval/results.json",
+        f"{OUT}/cells/{{cell}}/eval/results.json",
     params:
+        root=lambda wildcards: OUT,  # results/<experiment>
         tasks=lambda wildcards: " ".join(CELLS[wildcards.cell].eval_tasks),
         options=evaluation_options(),
         model_options=lambda wildcards: model_options(CELLS[wildcards.cell].model, revision=False),
@@ -20,19 +21,19 @@ rule evaluate:
         runtime=lambda wildcards: eval_job_resources(config, CELLS[wildcards.cell].model)["runtime"],
         gpu=lambda wildcards: eval_job_resources(config, CELLS[wildcards.cell].model)["gpus"],
     log:
-        "results/logs/evaluate/{cell}.log",
+        f"{OUT}/logs/evaluate/{{cell}}.log",
     benchmark:
-        "results/benchmarks/evaluate/{cell}.tsv"
+        f"{OUT}/benchmarks/evaluate/{{cell}}.tsv"
     conda:
         "../../envs/klrl.yaml"
     shell:
         """
         python -m klrl evaluate \
-            --model results/cells/{wildcards.cell}/train/final \
+            --model {params.root}/cells/{wildcards.cell}/train/final \
             {params.model_options} \
             --train-status {input.status} \
             --tasks {params.tasks} \
-            --data-dir results/data \
+            --data-dir {params.root}/data \
             --out {output} \
             --device {params.device} \
             --threads {threads} \
@@ -49,9 +50,10 @@ rule evaluate_base:
         data=lambda wildcards: data_inputs(BASE_TASKS[wildcards.model]),
         runs=ancient(RUNS),
     output:
-        "results/base/{model}/eval/results.json",
+        f"{OUT}/base/{{model}}/eval/results.json",
     params:
-        model=lambda wildcards: model_path(wildcards.model, config.get("models")),
+        root=lambda wildcards: OUT,  # results/<experiment>
+        model=lambda wildcards: model_path(wildcards.model, config),
         model_options=lambda wildcards: model_options(wildcards.model),
         tasks=lambda wildcards: " ".join(BASE_TASKS[wildcards.model]),
         options=evaluation_options(),
@@ -62,9 +64,9 @@ rule evaluate_base:
         runtime=lambda wildcards: eval_job_resources(config, wildcards.model)["runtime"],
         gpu=lambda wildcards: eval_job_resources(config, wildcards.model)["gpus"],
     log:
-        "results/logs/evaluate_base/{model}.log",
+        f"{OUT}/logs/evaluate_base/{{model}}.log",
     benchmark:
-        "results/benchmarks/evaluate_base/{model}.tsv"
+        f"{OUT}/benchmarks/evaluate_base/{{model}}.tsv"
     conda:
         "../../envs/klrl.yaml"
     shell:
@@ -73,7 +75,7 @@ rule evaluate_base:
             --model {params.model} \
             {params.model_options} \
             --tasks {params.tasks} \
-            --data-dir results/data \
+            --data-dir {params.root}/data \
             --out {output} \
             --device {params.device} \
             --threads {threads} \

@@ -1,5 +1,5 @@
 # One script per figure in paper_figures/ (every .py there but the helpers the scripts import),
-# each reading only results/tables/; the figures then go to the grid's MLflow run. A figure is
+# each reading only {OUT}/tables/; the figures then go to the grid's MLflow run. A figure is
 # rebuilt when its script, a helper or a table changes (all are inputs, as relative paths, so
 # moving the checkout changes nothing). Its report caption is its script's docstring
 # (common.smk's figure_caption).
@@ -20,42 +20,43 @@ rule figure:
     input:
         script="paper_figures/{figure}.py",
         helpers=expand("paper_figures/{helper}.py", helper=FIGURE_HELPERS),
-        tables=["results/tables/main.csv", "results/tables/curves.csv", "results/tables/scores.csv", "results/tables/toy_bias.csv"],
+        tables=[f"{OUT}/tables/main.csv", f"{OUT}/tables/curves.csv", f"{OUT}/tables/scores.csv", f"{OUT}/tables/toy_bias.csv"],
     output:
-        report("paper_figures/{figure}.png", caption="../report/figures.rst", category="Figures"),
-        "paper_figures/{figure}.pdf",
+        report(f"{OUT}/figures/{{figure}}.png", caption="../report/figures.rst", category="Figures"),
+        f"{OUT}/figures/{{figure}}.pdf",
     params:
+        root=lambda wildcards: OUT,  # results/<experiment>
         caption=figure_caption,
     log:
-        "results/logs/figures/{figure}.log",
+        f"{OUT}/logs/figures/{{figure}}.log",
     benchmark:
-        "results/benchmarks/figures/{figure}.tsv"
+        f"{OUT}/benchmarks/figures/{{figure}}.tsv"
     conda:
         "../../envs/klrl.yaml"
     shell:
         """
         python {input.script} \
-            --tables results/tables \
-            --out paper_figures \
+            --tables {params.root}/tables \
+            --out {params.root}/figures \
             > {log} 2>&1
         """
 
 
 rule figures:
     input:
-        expand("paper_figures/{figure}.png", figure=FIGURES),
+        expand(f"{OUT}/figures/{{figure}}.png", figure=FIGURES),
 
 
 rule track_figures:
     input:
-        figures=expand("paper_figures/{figure}.png", figure=FIGURES),
+        figures=expand(f"{OUT}/figures/{{figure}}.png", figure=FIGURES),
         runs=ancient(RUNS),
     output:
-        f"results/mlflow/{config['experiment']}.figures.txt",
+        f"{OUT}/mlflow/figures.txt",
     log:
-        f"results/logs/track_figures/{config['experiment']}.log",
+        f"{OUT}/logs/track_figures.log",
     benchmark:
-        f"results/benchmarks/track_figures/{config['experiment']}.tsv"
+        f"{OUT}/benchmarks/track_figures.tsv"
     conda:
         "../../envs/klrl.yaml"
     shell:

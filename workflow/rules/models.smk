@@ -4,23 +4,24 @@
 
 rule pretrain_base:
     output:
-        "results/base/tiny/model/config.json",
+        f"{OUT}/base/tiny/model/config.json",
     params:
+        root=lambda wildcards: OUT,  # results/<experiment>
         options=pretrain_options("tiny"),
     threads: 2
     resources:
         mem_mb=4000,
         runtime=120,
     log:
-        "results/logs/pretrain_base/tiny.log",
+        f"{OUT}/logs/pretrain_base/tiny.log",
     benchmark:
-        "results/benchmarks/pretrain_base/tiny.tsv"
+        f"{OUT}/benchmarks/pretrain_base/tiny.tsv"
     conda:
         "../../envs/klrl.yaml"
     shell:
         """
         python -m klrl pretrain-base \
-            --out results/base/tiny/model \
+            --out {params.root}/base/tiny/model \
             {params.options} \
             > {log} 2>&1
         """
@@ -28,20 +29,22 @@ rule pretrain_base:
 
 rule convert_base:
     output:
-        "results/base/smollm2-135m/model/config.json",
+        f"{OUT}/base/smollm2-135m/model/config.json",
+    params:
+        root=lambda wildcards: OUT,  # results/<experiment>
     resources:
         mem_mb=4000,
         runtime=10,
     log:
-        "results/logs/convert_base/smollm2-135m.log",
+        f"{OUT}/logs/convert_base/smollm2-135m.log",
     benchmark:
-        "results/benchmarks/convert_base/smollm2-135m.tsv"
+        f"{OUT}/benchmarks/convert_base/smollm2-135m.tsv"
     conda:
         "../../envs/klrl.yaml"
     shell:
         """
         python -m klrl convert-base \
             --model smollm2-135m \
-            --out results/base/smollm2-135m/model \
+            --out {params.root}/base/smollm2-135m/model \
             > {log} 2>&1
         """

@@ -5,22 +5,24 @@
 rule toy_bias:
     output:
         bias=report(
-            "results/toy/bias.csv",
+            f"{OUT}/toy/bias.csv",
             caption="../report/toy_bias.rst",
             category="Toy study",
         ),
-        by_lag="results/toy/by_lag.csv",
-        by_horizon="results/toy/prefixis_by_horizon.csv",
+        by_lag=f"{OUT}/toy/by_lag.csv",
+        by_horizon=f"{OUT}/toy/prefixis_by_horizon.csv",
+    params:
+        root=lambda wildcards: OUT,  # results/<experiment>
     log:
-        "results/logs/toy_bias.log",
+        f"{OUT}/logs/toy_bias.log",
     benchmark:
-        "results/benchmarks/toy_bias.tsv"
+        f"{OUT}/benchmarks/toy_bias.tsv"
     conda:
         "../../envs/klrl.yaml"
     shell:
         """
         python -m klrl toy-bias \
             --out {output.bias} \
-            --curves-out results/toy \
+            --curves-out {params.root}/toy \
             > {log} 2>&1
         """

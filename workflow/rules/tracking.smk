@@ -15,9 +15,9 @@ rule track_grid:
         cells=" ".join(f"{cell.group}:{cell.id}" for cell in CELLS.values()),
         bases=" ".join(BASE_TASKS),
     log:
-        f"results/logs/track_grid/{config['experiment']}.log",
+        f"{OUT}/logs/track_grid.log",
     benchmark:
-        f"results/benchmarks/track_grid/{config['experiment']}.tsv"
+        f"{OUT}/benchmarks/track_grid.tsv"
     conda:
         "../../envs/klrl.yaml"
     shell:

@@ -11,11 +11,11 @@ localrules:
 
 rule cell_settings:
     output:
-        "results/cells/{cell}/train/settings.json",
+        f"{OUT}/cells/{{cell}}/train/settings.json",
     params:
         settings=lambda wildcards: settings_json(CELLS[wildcards.cell]),
     log:
-        "results/logs/cell_settings/{cell}.log",
+        f"{OUT}/logs/cell_settings/{{cell}}.log",
     conda:
         "../../envs/klrl.yaml"
     shell:
@@ -27,10 +27,11 @@ rule train:
         base=lambda wildcards: base_model_input(CELLS[wildcards.cell].model),
         data=lambda wildcards: data_inputs([CELLS[wildcards.cell].task]),
         runs=ancient(RUNS),
-        settings="results/cells/{cell}/train/settings.json",
+        settings=f"{OUT}/cells/{{cell}}/train/settings.json",
     output:
-        "results/cells/{cell}/train/status.json",
+        f"{OUT}/cells/{{cell}}/train/status.json",
     params:
+        root=lambda wildcards: OUT,  # results/<experiment>
         launcher=lambda wildcards: train_launcher(job_resources(config, CELLS[wildcards.cell].model)["processes"]),
     threads: lambda wildcards: job_resources(config, CELLS[wildcards.cell].model)["threads"]
     resources:
@@ -38,15 +39,15 @@ rule train:
         runtime=lambda wildcards: job_resources(config, CELLS[wildcards.cell].model)["runtime"],
         gpu=lambda wildcards: job_resources(config, CELLS[wildcards.cell].model)["gpus"],
     log:
-        "results/logs/train/{cell}.log",
+        f"{OUT}/logs/train/{{cell}}.log",
     benchmark:
-        "results/benchmarks/train/{cell}.tsv"
+        f"{OUT}/benchmarks/train/{{cell}}.tsv"
     conda:
         "../../envs/klrl.yaml"
     shell:
         """
         {params.launcher} train \
-            --out results/cells/{wildcards.cell}/train \
+            --out {params.root}/cells/{wildcards.cell}/train \
             --mlflow-runs {input.runs} \
             --mlflow-key {wildcards.cell} \
             --config {input.settings} \

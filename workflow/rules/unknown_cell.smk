@@ -1,10 +1,10 @@
-# Asking for results/cells/<typo>/... says which cells are close, instead of Snakemake's
+# Asking for {OUT}/cells/<typo>/... says which cells are close, instead of Snakemake's
 # generic "no rule to produce" (the input function is common.smk's unknown_cell).
 rule unknown_cell:
     input:
         unknown_cell,
     output:
-        "results/cells/{unknown_cell}/{path}",
+        f"{OUT}/cells/{{unknown_cell}}/{{path}}",
     wildcard_constraints:
         unknown_cell="(?!(?:" + "|".join(re.escape(cell) for cell in CELLS) + ")/)[^/]+",
         path=".+",

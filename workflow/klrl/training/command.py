@@ -48,4 +48,4 @@ def run(args: argparse.Namespace) -> None:
         finally:
             distributed.teardown()
     if trainer.procs.is_main:
-        print(f"{args.out}: {status}")
+        print(f"{args.out}: {status} ({trainer.procs.world} processes, mixed precision {config.mixed_precision})")
