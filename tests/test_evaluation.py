@@ -8,7 +8,6 @@ from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
 import pytest
-import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from klrl.evaluation.harness import TASKS_DIR, Decoding, evaluate, lm_eval_task_name

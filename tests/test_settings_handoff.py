@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from snakemake.utils import update_config
-
 from klrl.grid import expand_grid, settings_json
 from klrl.training.config import TrainConfig, load_config
 from klrl.typed import from_mapping
+from snakemake.utils import update_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted(path.name for path in (ROOT / "config").glob("*.yaml"))
@@ -133,12 +132,12 @@ def test_the_schema_train_section_is_the_train_config():
 def test_the_settings_files_written_by_snakemake_load_identically(tmp_path):
     """The cell_settings rule, run for real over the paper grid, writes files that load back
     to each cell's TrainConfig (values and types)."""
-    from test_workflow import _copy_workflow, _snakemake
+    from workflow_helpers import copy_workflow, snakemake
 
-    folder = _copy_workflow(tmp_path)
+    folder = copy_workflow(tmp_path)
     cells = expand_grid(_load("paper.yaml"))
     targets = [str(cell.folder / "train" / "settings.json") for cell in cells.values()]
-    result = _snakemake(folder, "--cores", "1", "--configfile", "config/paper.yaml", "--", *targets)
+    result = snakemake(folder, "--cores", "1", "--configfile", "config/paper.yaml", "--", *targets)
     assert result.returncode == 0, result.stderr[-3000:]
     for cell in cells.values():
         loaded = load_config(folder / cell.folder / "train" / "settings.json")

@@ -13,7 +13,6 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 
 from klrl.choices import ADVANTAGES, AGGREGATIONS, KL_OPTIONS, KLConfig
 from klrl.files import read_yaml

@@ -1,0 +1,299 @@
+"""The workflow run for real: config/test.yaml end to end with MLflow (REST API and the UI in
+headless Chromium), re-runs of one cell and of the tables, two configs in one checkout, a Hub
+model declared in a config, and the paper's grid in miniature on CPUs."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from klrl.grid import expand_grid, parse_cell_id
+from workflow_helpers import (
+    ROOT,
+    copy_workflow,
+    job_counts,
+    load_config,
+    snakemake,
+    train_commands,
+)
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it where it can
+
+# ------------------------------------------------------------------------- end to end
+
+
+@pytest.fixture(scope="module")
+def ci_run(tmp_path_factory) -> Path:
+    """config/test.yaml run through Snakemake from nothing: data, tiny base, 2 cells, evaluation, tables."""
+    folder = copy_workflow(tmp_path_factory.mktemp("workflow"))
+    result = snakemake(folder, "--cores", "2", "--configfile", "config/test.yaml")
+    assert result.returncode == 0, result.stderr[-5000:]
+    return folder
+
+
+CI_CELLS = ("tiny__k1-reward__b0.1__on__s0", "tiny__k3-loss__b0.1__off__s0")
+CI_OUT = Path("results") / "ci-test"  # config/test.yaml's experiment
+
+
+@pytest.mark.slow
+def test_the_ci_grid_runs_end_to_end(ci_run):
+    scores = pd.read_csv(ci_run / CI_OUT / "tables" / "scores.csv")
+    assert sorted(zip(scores["cell"], scores["task"])) == sorted((c, t) for c in CI_CELLS for t in ("arith", "arith-long"))
+    assert set(scores["status"]) == {"completed"}
+    assert set(scores["step"]) == {3}
+    base = json.loads((ci_run / CI_OUT / "base" / "tiny" / "eval" / "results.json").read_text())
+    for _, row in scores.iterrows():
+        cell = json.loads((ci_run / CI_OUT / "cells" / row["cell"] / "eval" / "results.json").read_text())
+        assert row["pass@1"] == pytest.approx(cell["tasks"][row["task"]]["pass@1"])
+        assert row["base_pass@1"] == pytest.approx(base["tasks"][row["task"]]["pass@1"])
+        assert cell["train_status"]["status"] == "completed"
+    config = yaml.safe_load((ci_run / CI_OUT / "cells" / CI_CELLS[1] / "train" / "config.yaml").read_text())
+    assert (config["async_lag"], config["kl"]["name"], config["advantage"]) == (1, "k3-loss", "group-mean")
+    for rule in ("train", "evaluate"):
+        assert (ci_run / CI_OUT / "benchmarks" / rule / f"{CI_CELLS[0]}.tsv").is_file()
+        assert (ci_run / CI_OUT / "logs" / rule / f"{CI_CELLS[0]}.log").is_file()
+
+
+@pytest.mark.slow
+def test_rerunning_one_cell_reruns_only_its_jobs(ci_run):
+    target = f"results/ci-test/cells/{CI_CELLS[0]}/eval/results.json"
+    dry = snakemake(ci_run, "-n", "--configfile", "config/test.yaml", "--forcerun", "train", "--", target)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert job_counts(dry.stdout) == {"train": 1, "evaluate": 1, "total": 2}
+    other = ci_run / CI_OUT / "cells" / CI_CELLS[1] / "eval" / "results.json"
+    before = other.stat().st_mtime_ns, (ci_run / target).stat().st_mtime_ns
+    result = snakemake(ci_run, "--cores", "2", "--configfile", "config/test.yaml", "--forcerun", "train", "--", target)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert other.stat().st_mtime_ns == before[0]
+    assert (ci_run / target).stat().st_mtime_ns > before[1]
+    nothing = snakemake(ci_run, "-n", "--configfile", "config/test.yaml", "--", target)
+    assert "Nothing to be done" in nothing.stdout + nothing.stderr
+
+
+@pytest.mark.slow
+def test_tables_and_figures_alone_are_rebuilt_from_existing_results(ci_run):
+    args = ("--configfile", "config/test.yaml", "--forcerun", "aggregate", "--allowed-rules", "aggregate")
+    dry = snakemake(ci_run, "-n", *args, "--", "results/ci-test/tables/scores.csv")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert job_counts(dry.stdout) == {"aggregate": 1, "total": 1}
+    args = ("--configfile", "config/test.yaml", "--forcerun", "aggregate", "--allowed-rules", "aggregate", "figure", "figures")
+    dry = snakemake(ci_run, "-n", *args, "--", "figures")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert job_counts(dry.stdout) == {"aggregate": 1, "figure": 8, "figures": 1, "total": 10}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _post(url: str, body: dict) -> dict:
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+@pytest.fixture
+def mlflow_server(ci_run):
+    """`mlflow server` on a free port of 127.0.0.1 over the run's store; stopped with all its children."""
+    port = _free_port()
+    command = [str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port)]
+    command += ["--backend-store-uri", "sqlite:///results/mlflow.db"]
+    server = subprocess.Popen(command, cwd=ci_run, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    address = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(180):
+            try:
+                with urllib.request.urlopen(f"{address}/health", timeout=2):
+                    break
+            except OSError:
+                assert server.poll() is None, "mlflow server exited"
+                time.sleep(1)
+        else:
+            pytest.fail("mlflow server did not answer /health within 180 s")
+        yield address
+    finally:
+        _stop_group(server)
+
+
+def _group_alive(leader: int) -> bool:
+    """Whether any process of the group still runs (zombies, already dead, do not count)."""
+    listing = subprocess.run(["ps", "-e", "-o", "pgid=,stat="], capture_output=True, text=True, check=True)
+    return any(pgid == str(leader) and not stat.startswith("Z") for pgid, stat in map(str.split, listing.stdout.splitlines()))
+
+
+def _stop_group(process: subprocess.Popen) -> None:
+    """SIGTERM the process group (the server and its workers), SIGKILL what outlives 20 s, then
+    check that nothing of the group is left."""
+    os.killpg(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    while _group_alive(process.pid) and time.monotonic() < deadline:
+        process.poll()
+        time.sleep(0.5)
+    if _group_alive(process.pid):
+        os.killpg(process.pid, signal.SIGKILL)
+        time.sleep(1)
+    process.wait(timeout=30)
+    assert not _group_alive(process.pid), "the server left processes behind"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not Path(CHROMIUM).exists() and not os.environ.get("KLRL_REQUIRE_BROWSER"),
+    reason="Debian's chromium is not installed (CI sets KLRL_REQUIRE_BROWSER=1 and installs it)",
+)
+def test_every_cell_is_in_mlflow_and_the_ui_shows_the_runs(ci_run, mlflow_server, tmp_path):
+    runs_file = json.loads((ci_run / CI_OUT / "mlflow" / "runs.json").read_text())
+    runs = _post(f"{mlflow_server}/api/2.0/mlflow/runs/search", {"experiment_ids": [runs_file["experiment_id"]]})["runs"]
+    by_name = {run["info"]["run_name"]: run for run in runs}
+    assert set(by_name) == {"grid", "base/tiny", *CI_CELLS}
+    parent = by_name["grid"]["info"]["run_id"]
+    for cell in CI_CELLS:
+        run = by_name[cell]
+        tags = {tag["key"]: tag["value"] for tag in run["data"]["tags"]}
+        metrics = {metric["key"] for metric in run["data"]["metrics"]}
+        params = {param["key"]: param["value"] for param in run["data"]["params"]}
+        assert tags["mlflow.parentRunId"] == parent
+        assert {key: tags[key] for key in ("model", "kl", "beta", "policy", "seed")} == {
+            key: str(value) for key, value in parse_cell_id(cell).items()
+        }
+        assert {"rollout/reward_mean", "kl/k1", "periodic_eval/pass_at_1", "final_eval/arith/pass_at_1", "final_eval/arith-long/pass_at_1"} <= metrics
+        assert params["kl"] == parse_cell_id(cell)["kl"] and params["steps"] == "3"
+        assert run["info"]["status"] == "FINISHED"
+    assert "final_eval/arith/pass_at_1" in {m["key"] for m in by_name["base/tiny"]["data"]["metrics"]}
+    for folder, expected in (("tables", "main.csv"), ("figures", "k1_loss_beta.png")):
+        query = f"run_id={parent}&path={folder}"
+        with urllib.request.urlopen(f"{mlflow_server}/api/2.0/mlflow/artifacts/list?{query}", timeout=30) as response:
+            listed = {Path(item["path"]).name for item in json.loads(response.read()).get("files", [])}
+        assert expected in listed, (folder, listed)
+
+    from playwright.sync_api import sync_playwright
+
+    screenshot = tmp_path / "mlflow-ui.png"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1600, "height": 900})
+        page.goto(f"{mlflow_server}/#/experiments/{runs_file['experiment_id']}/runs")
+        grid = page.get_by_text("grid", exact=True)
+        grid.wait_for(timeout=120_000)
+        page.locator("[role=row]", has=grid).locator("button[data-component-id*=runnamecellrenderer]").click()
+        for name in ("base/tiny", *CI_CELLS):
+            page.get_by_text(name, exact=True).wait_for(timeout=60_000)
+        page.screenshot(path=str(screenshot))
+        browser.close()
+    assert screenshot.stat().st_size > 20_000
+
+
+@pytest.mark.slow
+def test_the_html_report_holds_the_tables(ci_run):
+    result = snakemake(ci_run, "--configfile", "config/test.yaml", "--report", "results/ci-test/report.html")
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = (ci_run / CI_OUT / "report.html").read_text()
+    assert "scores.csv" in report and "bias.csv" in report
+    assert "Cells: every on-policy k1-loss, k1-reward and none cell. Scale: toy." in report  # the figure's caption
+    assert "klrl reproduces" in report and "klrl-ci-test" in report  # the workflow description (workflow/report/workflow.rst)
+
+
+@pytest.mark.slow
+def test_a_hub_model_declared_in_a_config_runs_a_cell_without_code_changes(tmp_path, tiny_base):
+    """A model added under `models:` with `hub:` (a local folder standing in for the download)
+    trains and evaluates through the whole workflow; its declared stop token reaches both jobs."""
+    folder = copy_workflow(tmp_path)
+    config = load_config("test")
+    config["experiment"] = "hub-model"
+    config["tracking"] = {"enabled": False}
+    config["models"] = {"my-hub-model": {"hub": str(tiny_base), "stop_tokens": ["z"]}}  # a letter it often writes
+    config["groups"] = [dict(config["groups"][0], models=["my-hub-model"])]
+    (folder / "hub.yaml").write_text(yaml.safe_dump(config))
+    cell = "my-hub-model__k1-reward__b0.1__on__s0"
+    result = snakemake(folder, "--cores", "2", "--configfile", "hub.yaml", "--", f"results/hub-model/cells/{cell}/eval/results.json")
+    assert result.returncode == 0, result.stderr[-3000:]
+    settings = json.loads((folder / "results" / "hub-model" / "cells" / cell / "train" / "settings.json").read_text())
+    assert (settings["base_model"], settings["stop_tokens"]) == (str(tiny_base), ["z"])
+    assert not (folder / "results" / "hub-model" / "base" / "my-hub-model" / "model").exists()  # loaded, not built
+    samples = [json.loads(line) for line in (folder / "results" / "hub-model" / "cells" / cell / "eval" / "samples" / "arith.jsonl").read_text().splitlines()]
+    completions = [text for record in samples for text in record["completions"]]
+    assert all("z" not in text[:-1] for text in completions)  # "z" ends a completion ...
+    assert any(text.endswith("z") for text in completions)  # ... and did end some
+
+
+def test_staleness_is_a_grid_axis():
+    config = load_config("test")
+    off = config["groups"][1]
+    off["lag"] = [2, 8]
+    del off["train"]["async_lag"]
+    cells = expand_grid(config)
+    lagged = {cell.id: cell.train["async_lag"] for cell in cells.values() if cell.policy == "off"}
+    assert lagged == {"tiny__k3-loss__b0.1__off-lag2__s0": 2, "tiny__k3-loss__b0.1__off-lag8__s0": 8}
+    assert [parse_cell_id(cid)["lag"] for cid in lagged] == [2, 8]
+    off["train"]["async_lag"] = 1
+    with pytest.raises(ValueError, match="group 'off-policy': a lag list needs policy \\[off\\] and no train.async_lag"):
+        expand_grid(config)
+
+
+@pytest.mark.slow
+def test_two_configs_in_one_checkout_keep_their_own_trees_and_leave_tracked_files_alone(ci_run):
+    """After config/test.yaml (ci_run), a second config runs in the same checkout: both result
+    trees stay whole, and no tracked file changes (figures go under results/<experiment>/)."""
+    subprocess.run(["git", "init", "-q"], cwd=ci_run, check=True)
+    (ci_run / ".gitignore").write_text((ROOT / ".gitignore").read_text())
+    subprocess.run(["git", "add", "-A"], cwd=ci_run, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "tracked"], cwd=ci_run, check=True)
+    before = {path: path.read_bytes() for path in (ci_run / CI_OUT).rglob("*.csv")}
+    assert before
+    other = load_config("test")
+    other["experiment"], other["tracking"] = "ci-other", {"enabled": False}
+    other["data"]["arith"]["train_size"] = 32  # a different recipe for the same task name
+    other["groups"] = other["groups"][:1]
+    (ci_run / "config" / "other.yaml").write_text(yaml.safe_dump(other))
+    subprocess.run(["git", "add", "config/other.yaml"], cwd=ci_run, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "other"], cwd=ci_run, check=True)
+    result = snakemake(ci_run, "--cores", "2", "--configfile", "config/other.yaml")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert {path: path.read_bytes() for path in (ci_run / CI_OUT).rglob("*.csv")} == before
+    assert (ci_run / "results" / "ci-other" / "tables" / "main.csv").is_file()
+    assert len((ci_run / "results" / "ci-other" / "data" / "arith" / "train.jsonl").read_text().splitlines()) == 32
+    assert len((ci_run / CI_OUT / "data" / "arith" / "train.jsonl").read_text().splitlines()) == 64
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=ci_run, capture_output=True, text=True, check=True)
+    assert status.stdout == ""
+
+
+@pytest.mark.slow
+def test_the_paper_grid_in_miniature_runs_end_to_end(tmp_path):
+    """config/paper.yaml with config/overlays/cpu-mini.yaml: every group of the paper's grid through
+    the same rules, torchrun with 2 CPU processes, bf16 over fp32 master weights, micro-batches,
+    the MATH/MMLU loaders on their fixtures, Countdown, lm-eval, the tables and the figures."""
+    folder = copy_workflow(tmp_path)
+    configs = ("--configfile", "config/paper.yaml", "config/overlays/cpu-mini.yaml")
+    dry = snakemake(folder, "-n", "-p", *configs)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert set(train_commands(dry.stdout)) == {"torchrun --standalone --nproc_per_node 2 -m klrl"}
+    result = snakemake(folder, "--cores", "2", "--keep-going", *configs, timeout=3600)
+    assert result.returncode == 0, result.stderr[-5000:]
+    mini = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    from snakemake.utils import update_config
+
+    update_config(mini, yaml.safe_load((ROOT / "config" / "overlays" / "cpu-mini.yaml").read_text()))
+    cells = expand_grid(mini)
+    out = folder / "results" / "paper-cpu-mini"
+    scores = pd.read_csv(out / "tables" / "scores.csv")
+    assert set(scores["cell"]) == set(cells)
+    assert set(scores["status"]) == {"completed"}
+    assert {cell.group for cell in cells.values()} == {group["name"] for group in load_config("paper")["groups"]}
+    for cell in cells.values():
+        saved = yaml.safe_load((out / "cells" / cell.id / "train" / "config.yaml").read_text())
+        assert (saved["mixed_precision"], saved["micro_batch_size"], saved["device"]) == ("bf16", 1, "cpu")
+        log = (out / "logs" / "train" / f"{cell.id}.log").read_text()
+        assert "2 processes" in log, log[-2000:]
+    tasks = set(scores["task"])
+    assert {"math", "mmlu-college-physics", "mmlu-college-chemistry", "mmlu-college-biology", "countdown"} <= tasks
+    assert len(list((out / "figures").glob("*.png"))) == 8

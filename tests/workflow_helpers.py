@@ -1,0 +1,54 @@
+"""Running the workflow from tests: a fresh copy of its files, Snakemake in a subprocess, the
+job counts it prints, the configs of config/."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW_FILES = ("Snakefile", "workflow/rules", "workflow/schemas", "workflow/report", "config", "envs", "profiles", "paper_figures")
+SNAKEMAKE = Path(sys.executable).parent / "snakemake"
+
+
+def load_config(name: str) -> dict:
+    return yaml.safe_load((ROOT / "config" / f"{name}.yaml").read_text())
+
+
+def copy_workflow(folder: Path) -> Path:
+    """The workflow's files (not the package, which is installed) in a fresh folder."""
+    for name in WORKFLOW_FILES:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, folder / name)
+        else:
+            shutil.copy(source, folder / name)
+    return folder
+
+
+def snakemake(folder: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    env = os.environ | {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return subprocess.run(
+        [str(SNAKEMAKE), *args], cwd=folder, capture_output=True, text=True, env=env, timeout=timeout, check=False
+    )
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """The 'Job stats' table of a Snakemake run or dry run."""
+    lines = output[output.index("Job stats:") :].splitlines()[3:]
+    counts = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+def train_commands(output: str) -> list[str]:
+    """How each train job's shell command (one line in `snakemake -n -p` output) starts `klrl train`."""
+    return [line.strip().partition(" train ")[0] for line in output.splitlines() if " klrl train " in line]
