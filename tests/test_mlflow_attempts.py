@@ -182,24 +182,33 @@ def test_a_diverged_cell_is_finished_with_its_reason(tmp_path, monkeypatch):
     other = "tiny__k1-reward__b0.1__on__s0"
     record = track_grid("diverged", uri, [CELL, other], tmp_path / "runs.json", {CELL: "on-policy", other: "on-policy"})
     Tracker.from_runs_file(tmp_path / "runs.json", other).finish("diverged", "non-finite loss or gradient at step 3")
+    client = MlflowClient(uri)
+    client.update_run(record["runs"][CELL], status="RUNNING")  # its trainer started, then was killed
     folder = tmp_path / "cells" / CELL / "train"
     (folder / "final").mkdir(parents=True)
     (folder / "final" / "config.json").write_text("{}")
     write_status(folder, "diverged", 5, "collapse at step 5: accuracy 0.010 over the last 2 steps, 0.500 at the start")
     assert reconcile(tmp_path / "runs.json", tmp_path / "cells")[f"{CELL} ({record['runs'][CELL]})"] == "diverged"
-    client = MlflowClient(uri)
     for key, reason in ((other, "non-finite loss or gradient at step 3"), (CELL, "collapse at step 5: accuracy 0.010 over the last 2 steps, 0.500 at the start")):
         run = client.get_run(record["runs"][key])
         assert run.info.status == "FINISHED"
         assert (run.data.tags["klrl.status"], run.data.tags["klrl.diverged_reason"]) == ("diverged", reason)
 
 
-def test_reconcile_leaves_a_cell_whose_trainer_is_alive(tmp_path, monkeypatch):
+def test_reconcile_leaves_a_live_trainers_run_and_sets_unstarted_ones_back_to_scheduled(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    record = track_grid("alive", uri, [CELL], tmp_path / "runs.json", {CELL: "on-policy"})
+    unstarted = "tiny__k1-reward__b0.1__on__s0"
+    record = track_grid("alive", uri, [CELL, unstarted], tmp_path / "runs.json", {CELL: "on-policy", unstarted: "on-policy"})
+    client = MlflowClient(uri)
+    assert {client.get_run(record["runs"][key]).info.status for key in (CELL, unstarted)} == {"SCHEDULED"}
+    for key in (CELL, unstarted):  # as a store of older code left them
+        client.update_run(record["runs"][key], status="RUNNING")
     folder = tmp_path / "cells" / CELL / "train"
     folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text("steps: 2\n")
     (folder / "train.lock").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": "now"}))
-    assert reconcile(tmp_path / "runs.json", tmp_path / "cells") == {f"grid ({record['runs']['grid']})": "completed"}
-    assert MlflowClient(uri).get_run(record["runs"][CELL]).info.status == "RUNNING"
+    assert reconcile(tmp_path / "runs.json", tmp_path / "cells") == {
+        f"{unstarted} ({record['runs'][unstarted]})": "scheduled", f"grid ({record['runs']['grid']})": "completed"}
+    assert client.get_run(record["runs"][CELL]).info.status == "RUNNING"
+    assert client.get_run(record["runs"][unstarted]).info.status == "SCHEDULED"

@@ -4,7 +4,8 @@ One experiment per config file, named `klrl-<experiment>` (never to be confused 
 built-in `Default`) and tagged `mlflow.experimentKind: custom_model_development`, so that MLflow's
 UI (3.x) opens it on its runs table rather than on the GenAI traces overview. In it a parent run
 `grid` and, as its children
-(`mlflow.parentRunId`), one run per cell and one per base model (`base/<model>`), tagged with
+(`mlflow.parentRunId`), one run per cell and one per base model (`base/<model>`), SCHEDULED
+until its job starts (a cell's: klrl.training.attempt), tagged with
 model, KL configuration, β, policy mode and seed, and the git commit of the code
 (`mlflow.source.git.commit`). Jobs then only log into their run, found in
 the runs file this writes (`Tracker.from_runs_file`). Creating the store, the experiment and
@@ -110,6 +111,7 @@ def track_grid(experiment: str, uri: str | None, keys: list[str], out: Path, gro
                 if key in groups:
                     tags["group"] = groups[key]
                 runs[key] = client.create_run(experiment_id, run_name=key, tags=tags).info.run_id
+                client.update_run(runs[key], status="SCHEDULED")  # RUNNING once its job starts
         record = {"tracking_uri": uri, "experiment_id": experiment_id, "runs": runs}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=2) + "\n")

@@ -6,11 +6,14 @@ handlers: no job of the workflow runs then). Every RUNNING run of the grid's exp
 ended by what its files say:
 - a cell's current attempt (the run recorded in its train folder, klrl.training.attempt):
   FINISHED when status.json says completed, FINISHED tagged `klrl.status=diverged` and
-  `klrl.diverged_reason` when diverged, KILLED (`klrl.status=killed`) when there is no status;
-  a cell whose train.lock a live process may hold (klrl.folder_lock) is left as it is;
+  `klrl.diverged_reason` when diverged, KILLED (`klrl.status=killed`) when there is no status,
+  SCHEDULED when its job never started (no config.yaml; runs of a store made before
+  `klrl track-grid` created them SCHEDULED); a cell whose train.lock a live process may hold
+  (klrl.folder_lock) is left as it is;
 - a cell's run that is not its current attempt's (a new attempt was created but not recorded):
   KILLED, `klrl.status=abandoned`;
-- a base model's run: FINISHED when its evaluation logged its scores, else KILLED;
+- a base model's run: FINISHED when its evaluation logged its scores, else SCHEDULED (to be
+  evaluated by the next invocation);
 - the grid's parent run: FINISHED (the invocation is over).
 Idempotent and cheap (one search); with tracking off it does nothing.
 """
@@ -39,6 +42,8 @@ def _reconcile_cell(client, run, folder: Path, current: str) -> str | None:
     if run.info.run_id != current:
         return _end(client, run.info.run_id, "KILLED", "abandoned")
     status = read_status(folder)
+    if status is None and not (folder / "config.yaml").exists():  # its job never started
+        return _end(client, run.info.run_id, "SCHEDULED", "scheduled")
     if status is None:
         return _end(client, run.info.run_id, "KILLED", "killed")
     finish_run(client, run.info.run_id, status["status"], status.get("reason", ""))
@@ -69,7 +74,7 @@ def reconcile(runs_file: Path, cells_root: Path) -> dict[str, str]:
             outcome = _end(client, run.info.run_id, "FINISHED", "completed")
         elif key.startswith("base/"):
             scored = any(name.startswith("final_eval/") for name in run.data.metrics)
-            outcome = _end(client, run.info.run_id, "FINISHED" if scored else "KILLED", "completed" if scored else "killed")
+            outcome = _end(client, run.info.run_id, "FINISHED" if scored else "SCHEDULED", "completed" if scored else "scheduled")
         else:
             folder = Path(cells_root) / key / "train"
             outcome = _reconcile_cell(client, run, folder, recorded_run(folder, runs) or runs["runs"].get(key))

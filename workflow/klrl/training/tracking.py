@@ -109,12 +109,13 @@ class Tracker:
         """MLflow's system metrics of this machine (`system/cpu_utilization_percentage`, memory,
         disk, network and, with pynvml, GPU) every `interval_s` seconds while the block runs, into
         this run; nothing when tracking is off. The sampling thread stops by itself when the run
-        is no longer RUNNING."""
+        is no longer RUNNING, so the run is set RUNNING first (a job runs in it)."""
         if not self._client:
             yield
             return
         from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
+        self._client.update_run(self.run_id, status="RUNNING")
         monitor = SystemMetricsMonitor(self.run_id, sampling_interval=interval_s, resume_logging=True, tracking_uri=self.tracking_uri)
         monitor.start()
         try:
