@@ -22,7 +22,10 @@ from mlflow.tracking import MlflowClient
 from klrl.cli import main as klrl
 from klrl.track_grid import track_grid
 from klrl.track_reconcile import reconcile
+from klrl.training.attempt import begin_attempt
+from klrl.training.config import TrainConfig
 from klrl.training.tracking import Tracker, tracker_from_args, write_status
+from klrl.typed import from_mapping
 
 CELL = "tiny__k3-loss__b0.1__on__s0"
 
@@ -212,3 +215,22 @@ def test_reconcile_leaves_a_live_trainers_run_and_sets_unstarted_ones_back_to_sc
         f"{unstarted} ({record['runs'][unstarted]})": "scheduled", f"grid ({record['runs']['grid']})": "completed"}
     assert client.get_run(record["runs"][CELL]).info.status == "RUNNING"
     assert client.get_run(record["runs"][unstarted]).info.status == "SCHEDULED"
+
+
+def test_only_a_change_of_what_is_computed_starts_a_new_attempt(tmp_path):
+    """Threads or device are how, not what: the same attempt. A changed lr moves the files; a move
+    cut short (config.yaml, moved last, still in place) is finished into the same folder."""
+    settings = {"base_model": "m", "train_data": "t.jsonl", "eval_data": "e.jsonl", "reward": "arithmetic", "lr": 1e-2}
+    folder = tmp_path / "train"
+    assert begin_attempt(folder, from_mapping(TrainConfig, settings, "test")) is None
+    (folder / "metrics.jsonl").write_text('{"step": 0}\n')
+    assert begin_attempt(folder, from_mapping(TrainConfig, settings | {"threads": 3, "device": "cuda"}, "test")) is None
+    assert yaml.safe_load((folder / "config.yaml").read_text())["threads"] == 3 and (folder / "metrics.jsonl").exists()
+    (folder / "final").mkdir()
+    (folder / "superseded" / "1").mkdir(parents=True)
+    os.replace(folder / "final", folder / "superseded" / "1" / "final")  # as a kill in the middle of the move leaves it
+    assert begin_attempt(folder, from_mapping(TrainConfig, settings | {"lr": 2e-2}, "test")) == folder / "superseded" / "1"
+    assert sorted(path.name for path in (folder / "superseded" / "1").iterdir()) == ["config.yaml", "final", "metrics.jsonl"]
+    assert sorted(path.name for path in folder.iterdir()) == ["config.yaml", "superseded"]
+    assert yaml.safe_load((folder / "config.yaml").read_text())["lr"] == 2e-2
+    assert begin_attempt(folder, from_mapping(TrainConfig, settings, "test")) == folder / "superseded" / "2"

@@ -8,8 +8,9 @@ one (a setting changed), that attempt's files (`ATTEMPT_FILES`: metrics, checkpo
 status.json, final/, its run record and config.yaml, moved last) are moved to
 `superseded/<n>/` and the new attempt starts from step 0: nothing computed is lost, and no
 checkpoint of one configuration is resumed under another. A folder whose config.yaml is torn
-or of an older code's keys counts as another attempt. Re-running the same configuration (after
-a kill) keeps the files and resumes.
+or of an older code's keys counts as another attempt; files without a config.yaml (it is
+written before any other) are taken as this attempt's, as before attempts existed. Re-running
+the same configuration (after a kill) keeps the files and resumes.
 
 The MLflow run of the attempt is recorded in the folder as `mlflow_run.json` (run id, attempt id,
 store and experiment). The first attempt takes the cell's run of the runs file (`klrl
@@ -76,7 +77,7 @@ def begin_attempt(folder: Path, config: TrainConfig) -> Path | None:
     saved = _saved_attempt(folder)
     present = [name for name in ATTEMPT_FILES if (folder / name).exists()]
     slot = None
-    if saved != attempt_id(config) and present:
+    if saved is not None and saved != attempt_id(config) and present:  # files without a config.yaml: this attempt's
         slot = _next_slot(folder)
         slot.mkdir(parents=True, exist_ok=True)
         for name in present:
