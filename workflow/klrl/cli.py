@@ -32,6 +32,7 @@ VERBS = {
     "train": Verb("klrl.training.command", "RL-train one cell (on- or off-policy, any KL configuration)"),
     "evaluate": Verb("klrl.evaluation.command", "evaluate a model on tasks through lm-evaluation-harness (pass@1)"),
     "track-grid": Verb("klrl.track_grid", "create a grid's MLflow experiment and runs, once, before its jobs"),
+    "track-reconcile": Verb("klrl.track_reconcile", "end the MLflow runs left RUNNING by jobs that ended (killed)"),
     "track-files": Verb("klrl.track_grid", "attach files (the figures) to a grid's MLflow run", "add_files_arguments", "run_files"),
     "aggregate": Verb("klrl.aggregate", "collect every cell's results into tables"),
     "cells": Verb("klrl.cells", "list a config's cell ids, or check that a name is one (suggesting close matches)"),

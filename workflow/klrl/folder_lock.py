@@ -6,6 +6,7 @@ with `FolderLocked`, whose message names the holder. A lock left by a process th
 exists on this host (killed with -9) is stale: it is moved aside (a rename only one process
 can win) and taken over. A lock held on another host is never taken over: its process cannot
 be checked from here; the message says so and which file to delete once that job is gone.
+`lock_is_held(path)` asks the same question without taking the lock.
 """
 
 from __future__ import annotations
@@ -51,6 +52,18 @@ def _acquire(path: Path) -> bool:
     with os.fdopen(descriptor, "w") as handle:
         handle.write(json.dumps(record) + "\n")
     return True
+
+
+def lock_is_held(path: Path) -> bool:
+    """Whether a live process may hold the lock `path`: its holder runs on this host, or runs
+    on another host (not checkable from here), or the lock is being written."""
+    if not Path(path).exists():
+        return False
+    holder = _holder(Path(path))
+    if holder is None:
+        return Path(path).exists()
+    pid = holder.get("pid")
+    return holder.get("host") != socket.gethostname() or not isinstance(pid, int) or _alive(pid)
 
 
 @contextlib.contextmanager

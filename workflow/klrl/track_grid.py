@@ -4,12 +4,15 @@ One experiment per config file, named `klrl-<experiment>` (never to be confused 
 built-in `Default`) and tagged `mlflow.experimentKind: custom_model_development`, so that MLflow's
 UI (3.x) opens it on its runs table rather than on the GenAI traces overview. In it a parent run
 `grid` and, as its children
-(`mlflow.parentRunId`), one run per cell and one per base model (`base/<model>`), tagged with
-model, KL configuration, β, policy mode and seed. Jobs then only log into their run, found in
+(`mlflow.parentRunId`), one run per cell and one per base model (`base/<model>`), SCHEDULED
+until its job starts (a cell's: klrl.training.attempt), tagged with
+model, KL configuration, β, policy mode and seed, and the git commit of the code
+(`mlflow.source.git.commit`). Jobs then only log into their run, found in
 the runs file this writes (`Tracker.from_runs_file`). Creating the store, the experiment and
 the runs here, in one process, avoids SQLite's failure on concurrent first use and the race of
-parallel experiment creation. Runs that exist (matched by their `klrl.key` tag) are kept, so
-re-running after the grid grows adds only the new cells' runs.
+parallel experiment creation. Runs that exist (matched by their `klrl.key` tag, superseded
+attempts' runs left out: klrl.training.attempt) are kept, so re-running after the grid grows
+adds only the new cells' runs.
 
 The store is MLFLOW_TRACKING_URI when set, else the config's `tracking.uri`; artifacts of a
 new experiment go under results/mlartifacts/<experiment>. With tracking off the runs file
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 from pathlib import Path
 
 from klrl.config_check import tracking_uri_problem
@@ -59,10 +63,20 @@ def _existing_runs(client, experiment_id: str) -> dict[str, str]:
     runs, token = {}, None
     while True:
         page = client.search_runs([experiment_id], max_results=1000, page_token=token)
-        runs |= {run.data.tags[KEY_TAG]: run.info.run_id for run in page if KEY_TAG in run.data.tags}
+        current = (run for run in page if KEY_TAG in run.data.tags and "klrl.superseded_by" not in run.data.tags)
+        runs |= {run.data.tags[KEY_TAG]: run.info.run_id for run in current}
         token = page.token
         if not token:
             return runs
+
+
+def source_commit() -> str | None:
+    """The git commit of the klrl code that runs (None outside a git checkout or without git)."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
 
 
 def run_tags(key: str) -> dict[str, str]:
@@ -88,14 +102,16 @@ def track_grid(experiment: str, uri: str | None, keys: list[str], out: Path, gro
         client = MlflowClient(uri)
         experiment_id = _experiment_id(client, mlflow_experiment_name(experiment), uri)
         runs = _existing_runs(client, experiment_id)
+        commit = {"mlflow.source.git.commit": commit} if (commit := source_commit()) else {}
         if "grid" not in runs:
-            runs["grid"] = client.create_run(experiment_id, run_name="grid", tags={KEY_TAG: "grid"}).info.run_id
+            runs["grid"] = client.create_run(experiment_id, run_name="grid", tags={KEY_TAG: "grid"} | commit).info.run_id
         for key in keys:
             if key not in runs:
-                tags = run_tags(key) | {KEY_TAG: key, "mlflow.parentRunId": runs["grid"]}
+                tags = run_tags(key) | {KEY_TAG: key, "mlflow.parentRunId": runs["grid"]} | commit
                 if key in groups:
                     tags["group"] = groups[key]
                 runs[key] = client.create_run(experiment_id, run_name=key, tags=tags).info.run_id
+                client.update_run(runs[key], status="SCHEDULED")  # RUNNING once its job starts
         record = {"tracking_uri": uri, "experiment_id": experiment_id, "runs": runs}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=2) + "\n")

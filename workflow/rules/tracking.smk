@@ -1,5 +1,26 @@
 # The grid's MLflow experiment and runs, created by one job before any other writes to the
 # store. Jobs read the runs file through ancient(): re-creating it (the grid grew) re-runs nothing.
+# When the workflow starts and ends (no job runs then), runs left RUNNING by killed jobs are
+# ended by what the cells' files say (klrl track-reconcile); a failure there only warns.
+
+
+def reconcile_runs(log):
+    shell(
+        f"python -m klrl track-reconcile --mlflow-runs {RUNS} --cells-root results/cells"
+        " || echo 'klrl track-reconcile failed: MLflow run states left as they were' >&2"
+    )
+
+
+onstart:
+    reconcile_runs(log)
+
+
+onsuccess:
+    reconcile_runs(log)
+
+
+onerror:
+    reconcile_runs(log)
 
 
 localrules:

@@ -190,7 +190,7 @@ def _run(args: argparse.Namespace) -> None:
         "grading": grading_counts(),
     }
     summary = write_outputs(args.out, results, args.tasks, args.data_dir, record)
-    tracker = tracker_from_args(args)
+    tracker = tracker_from_args(args, cell_folder=args.train_status.parent if args.train_status else None)
     metrics = {}
     for task, score in summary["tasks"].items():
         metrics[f"final_eval/{task}/pass@1"] = score["pass@1"]

@@ -4,7 +4,8 @@ Run it with `python -m klrl train`, or with `torchrun --nproc_per_node W -m klrl
 W data-parallel processes (klrl.training.distributed). One process at a time may train a cell:
 the main process holds `<out>/train.lock` (klrl.folder_lock) from start to end, so a second
 command on the same folder is refused with the holder's pid and host. A cell whose status.json
-is valid (klrl.training.tracking.read_status) is finished and is not trained again."""
+is valid (klrl.training.tracking.read_status) is finished and is not trained again, unless its
+configuration changed: then a new attempt starts, with its own MLflow run (klrl.training.attempt)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import os
 from pathlib import Path
 
 from klrl.folder_lock import hold_lock
+from klrl.training.attempt import attempt_tracker, begin_attempt
 from klrl.training.checkpoint import remove_checkpoints
 from klrl.training.config import config_keys_help, load_config
 from klrl.training.tracking import add_tracking_arguments, read_status, tracker_from_args
@@ -35,13 +37,20 @@ def run(args: argparse.Namespace) -> None:
     main = os.environ.get("RANK", "0") == "0"  # under torchrun, rank 0 holds the lock for all
     lock = hold_lock(args.out / "train.lock", f"cell {args.out}") if main else contextlib.nullcontext()
     with lock:
+        # rank 0 alone moves files; the others wait for it in the process group's rendezvous (Trainer)
+        superseded = begin_attempt(args.out, config) if main else None
+        if superseded:
+            print(f"{args.out}: the configuration changed; the previous attempt's files are in {superseded}")
         status = read_status(args.out)
         if status is not None:
             remove_checkpoints(args.out)  # left behind by a kill right after status.json
             print(f"{args.out}: already finished ({status['status']} at step {status['step']}); nothing to do")
             return
         try:
-            tracker = tracker_from_args(args)
+            if main and args.mlflow_runs and args.mlflow_key:
+                tracker = attempt_tracker(args.out, config, args.mlflow_runs, args.mlflow_key)
+            else:
+                tracker = tracker_from_args(args)
             trainer = Trainer(config, args.out, tracker)
             with tracker.system_metrics() if trainer.procs.is_main else contextlib.nullcontext():
                 status = trainer.run()

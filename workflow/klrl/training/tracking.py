@@ -3,7 +3,8 @@
 `MetricsLog` appends one JSON line per step and, on resume, cuts off the lines of steps the
 checkpoint does not cover (and a torn last line), so a resumed history equals an uninterrupted
 one. status.json is written atomically, last, and read back validated (`read_status`). `Tracker` is
-MLflow when a run id is given and a no-op otherwise.
+MLflow when a run id is given and a no-op otherwise; a cell's jobs log into the run of the cell's
+current attempt (klrl.training.attempt), recorded in its train folder.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import argparse
 import json
 import math
 import os
+import time
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -98,7 +100,8 @@ class Tracker:
             from mlflow.entities import Metric
 
             finite = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)}
-            batch = [Metric(key.replace("@", "_at_"), value, 0, step) for key, value in finite.items()]
+            now_ms = int(time.time() * 1000)  # the wall time of logging: MLflow's charts by time read it
+            batch = [Metric(key.replace("@", "_at_"), value, now_ms, step) for key, value in finite.items()]
             self._client.log_batch(self.run_id, metrics=batch)
 
     @contextmanager
@@ -106,12 +109,13 @@ class Tracker:
         """MLflow's system metrics of this machine (`system/cpu_utilization_percentage`, memory,
         disk, network and, with pynvml, GPU) every `interval_s` seconds while the block runs, into
         this run; nothing when tracking is off. The sampling thread stops by itself when the run
-        is no longer RUNNING."""
+        is no longer RUNNING, so the run is set RUNNING first (a job runs in it)."""
         if not self._client:
             yield
             return
         from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
+        self._client.update_run(self.run_id, status="RUNNING")
         monitor = SystemMetricsMonitor(self.run_id, sampling_interval=interval_s, resume_logging=True, tracking_uri=self.tracking_uri)
         monitor.start()
         try:
@@ -123,10 +127,12 @@ class Tracker:
         if self._client:
             self._client.set_tag(self.run_id, key, value)
 
-    def finish(self, failed: bool = False) -> None:
-        """Mark the run FINISHED (or FAILED); later jobs may still log into it."""
+    def finish(self, status: str = "completed", reason: str = "") -> None:
+        """End the run: FINISHED, tagged `klrl.status` (completed or diverged) and, when
+        diverged, `klrl.diverged_reason` (a diverged cell is a result, not a failure); later
+        jobs may still log into it."""
         if self._client:
-            self._client.set_terminated(self.run_id, "FAILED" if failed else "FINISHED")
+            finish_run(self._client, self.run_id, status, reason)
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
         """A file, or a folder and everything in it, under `artifact_path` in the run."""
@@ -144,13 +150,29 @@ def add_tracking_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mlflow-key", help="this job's run in --mlflow-runs: a cell id or base/<model>")
 
 
-def tracker_from_args(args: argparse.Namespace) -> Tracker:
-    """The tracker the tracking arguments name; tracking is off without any."""
+def tracker_from_args(args: argparse.Namespace, cell_folder: Path | None = None) -> Tracker:
+    """The tracker the tracking arguments name; tracking is off without any. With a cell's
+    train folder, the run of its current attempt when the folder records one
+    (klrl.training.attempt), else the runs file's."""
     if args.mlflow_runs:
         if not args.mlflow_key:
             raise ValueError("--mlflow-runs needs --mlflow-key (the cell id, or base/<model>)")
-        return Tracker.from_runs_file(args.mlflow_runs, args.mlflow_key)
+        tracker = Tracker.from_runs_file(args.mlflow_runs, args.mlflow_key)
+        if cell_folder is not None and tracker.run_id:
+            from klrl.training.attempt import recorded_run
+
+            tracker.run_id = recorded_run(cell_folder, json.loads(Path(args.mlflow_runs).read_text())) or tracker.run_id
+        return tracker
     return Tracker(args.mlflow_run_id)
+
+
+def finish_run(client, run_id: str, status: str, reason: str = "") -> None:
+    """A cell's run ended by its status.json's status: FINISHED with `klrl.status`, and the
+    reason of a divergence as `klrl.diverged_reason`."""
+    client.set_tag(run_id, "klrl.status", status)
+    if reason:
+        client.set_tag(run_id, "klrl.diverged_reason", reason)
+    client.set_terminated(run_id, "FINISHED")
 
 
 STATUSES = ("completed", "diverged")

@@ -39,7 +39,8 @@ Files in the output folder: metrics.jsonl (one line per step), status.json (comp
 diverged, with the step and reason; written atomically after final/), config.yaml (resolved),
 checkpoint.pt and checkpoint.prev.pt while running (klrl.training.checkpoint), final/ (the
 trained model and tokenizer). Re-running the same command resumes from the
-checkpoint, or does nothing when status.json says the cell is finished.
+checkpoint, or does nothing when status.json says the cell is finished; `klrl train` with a
+changed configuration first moves the old attempt's files aside (klrl.training.attempt).
 """
 
 from __future__ import annotations
@@ -51,7 +52,6 @@ from collections import deque
 from pathlib import Path
 
 import torch
-import yaml
 from tqdm import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -59,6 +59,7 @@ from klrl.rewards import get_reward
 from klrl.schedule import lr_factor
 from klrl.tasks.data import RowLimits, read_split
 from klrl.training import distributed
+from klrl.training.attempt import write_config
 from klrl.training.checkpoint import load_checkpoint, remove_checkpoints, save_checkpoint
 from klrl.training.config import TrainConfig
 from klrl.training.distributed import load_local_state, local_rows, local_state
@@ -187,7 +188,7 @@ class Trainer:
         main = self.procs.is_main
         self.out_dir.mkdir(parents=True, exist_ok=True)
         if main:
-            (self.out_dir / "config.yaml").write_text(yaml.safe_dump(self.config.to_dict(), sort_keys=True))
+            write_config(self.out_dir, self.config)
         self._restore()
         path = self.out_dir / "metrics.jsonl"
         old = read_metrics(path) if path.exists() else []
@@ -263,7 +264,7 @@ class Trainer:
             self.tracker.log_artifact(final)
         else:
             self.tracker.set_tag("final_model_path", str(final.resolve()))
-        self.tracker.finish(failed=status != "completed")
+        self.tracker.finish(status, reason)
 
     # ------------------------------------------------------------------ step
     def train_step(self) -> dict:
