@@ -6,7 +6,7 @@
 
 def reconcile_runs(log):
     shell(
-        f"python -m klrl track-reconcile --mlflow-runs {RUNS} --cells-root results/cells"
+        f"python -m klrl track-reconcile --mlflow-runs {RUNS} --cells-root {OUT}/cells"
         " || echo 'klrl track-reconcile failed: MLflow run states left as they were' >&2"
     )
 
