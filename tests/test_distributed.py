@@ -106,6 +106,7 @@ def test_local_rows_split_whole_groups_in_rank_order():
         local_rows(10, 4, 0, 1)  # not whole groups
 
 
+@pytest.mark.slow  # torchrun: two processes
 def test_two_processes_train_like_one_on_policy(tiny_base, arith_data, tmp_path):
     """Activation checkpointing and the offloaded reference change where things are computed
     and kept, not what: the two processes use both, the single one neither."""
@@ -119,6 +120,7 @@ def test_two_processes_train_like_one_on_policy(tiny_base, arith_data, tmp_path)
     assert yaml.safe_load((pair / "config.yaml").read_text())["activation_checkpointing"] is True
 
 
+@pytest.mark.slow  # torchrun: two processes
 def test_two_processes_train_like_one_off_policy(tiny_base, arith_data, tmp_path):
     settings = _settings(
         tiny_base, arith_data, kl="k1-loss", beta=0.1, async_lag=2, steps=4, advantage="group-mean",
@@ -131,6 +133,7 @@ def test_two_processes_train_like_one_off_policy(tiny_base, arith_data, tmp_path
     _assert_a_plain_model_folder(pair)
 
 
+@pytest.mark.slow  # torchrun: two processes
 def test_two_processes_resume_after_a_crash_like_an_uninterrupted_run(tiny_base, arith_data, tmp_path):
     """Rank 0 dies right after the step-2 checkpoint (full weights, optimizer, the lag queue);
     torchrun stops the other process; the same command resumes and ends where one process
@@ -151,6 +154,7 @@ def test_two_processes_resume_after_a_crash_like_an_uninterrupted_run(tiny_base,
     _assert_same_weights(single / "train", cut / "train", atol=1e-5)
 
 
+@pytest.mark.slow  # torchrun: two processes
 def test_bf16_keeps_float32_master_weights(tiny_base, arith_data, tmp_path):
     """Mixed precision through the real CLI: two steps in bf16 stay near fp32's losses, and the
     trained parameters (the optimizer's, and the saved model) are float32."""
@@ -170,6 +174,7 @@ def test_bf16_keeps_float32_master_weights(tiny_base, arith_data, tmp_path):
     assert not all(torch.equal(weights[name], load_file(fp32 / "train" / "final" / "model.safetensors")[name]) for name in weights)
 
 
+@pytest.mark.slow  # torchrun: two processes
 def test_the_gpu_check_fails_cleanly_without_cuda_and_runs_on_cpus(tmp_path, repo_root):
     script = repo_root / "benchmarks" / "gpu_check.sh"
     env = os.environ | {"PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
@@ -184,6 +189,7 @@ def test_the_gpu_check_fails_cleanly_without_cuda_and_runs_on_cpus(tmp_path, rep
     assert "step time (median)" in result.stdout and "generated tokens / s" in result.stdout
 
 
+@pytest.mark.slow  # torchrun: two processes
 def test_a_batch_the_processes_cannot_share_is_an_error(tiny_base, arith_data, tmp_path):
     (tmp_path / "cell.yaml").write_text(yaml.safe_dump(_settings(tiny_base, arith_data, reward="arithmetic", prompts_per_step=3)))
     command = [*TORCHRUN, "-m", "klrl", "train", "--config", str(tmp_path / "cell.yaml"), "--out", str(tmp_path / "train")]
