@@ -97,3 +97,12 @@ def unknown_cell(wildcards):
 def figure_caption(wildcards):
     """The figure script's docstring, for the report."""
     return ast.get_docstring(ast.parse(Path(f"paper_figures/{wildcards.figure}.py").read_text()))
+
+
+def reconcile_runs(log):
+    """End MLflow runs that killed jobs left RUNNING, by what the cells' files say (onstart and
+    on exit, see tracking.smk); a failure only warns."""
+    shell(
+        f"python -m klrl track-reconcile --mlflow-runs {RUNS} --cells-root {OUT}/cells"
+        " || echo 'klrl track-reconcile failed: MLflow run states left as they were' >&2"
+    )

@@ -4,13 +4,6 @@
 # ended by what the cells' files say (klrl track-reconcile); a failure there only warns.
 
 
-def reconcile_runs(log):
-    shell(
-        f"python -m klrl track-reconcile --mlflow-runs {RUNS} --cells-root {OUT}/cells"
-        " || echo 'klrl track-reconcile failed: MLflow run states left as they were' >&2"
-    )
-
-
 onstart:
     reconcile_runs(log)
 
