@@ -6,7 +6,7 @@ from matplotlib.patches import Patch
 from style import color, config_label, plt, save, title
 
 DOMAINS = {"in": "in-domain", "out": "out-of-domain"}
-HATCHES = ["", "///", "...", "xx"]  # largest β first, as the line styles of the curve figures
+HATCHES = ["", "///", "...", "xx", "\\\\\\", "++"]  # largest β first, as the line styles of the curve figures
 
 
 def _seeds_note(status: str) -> str:
@@ -24,7 +24,10 @@ def bars(rows, out, name: str, claim: str, grid_betas) -> None:
     `missing` or `all seeds diverged`; one where some seeds diverged says how many in its bar."""
     tasks = [task for task in dict.fromkeys(rows["task"]) if isinstance(task, str)] or ["(no results)"]
     configs = list(dict.fromkeys(zip(rows["kl"], rows["beta"])))
-    hatch = {0.0: ""} | dict(zip(sorted({b for b in grid_betas if b > 0}, reverse=True), HATCHES))
+    betas = sorted({b for b in grid_betas if b > 0}, reverse=True)
+    if len(betas) > len(HATCHES):
+        raise ValueError(f"{len(betas)} values of β, but only {len(HATCHES)} hatches")
+    hatch = {0.0: ""} | dict(zip(betas, HATCHES))
     betas = sorted({beta for kl, beta in configs if kl != "none"}, reverse=True)
     top = min(1.0, max(0.1, np.nanmax(rows["ci_hi"].to_numpy(dtype=float), initial=0.0)) * 1.1)
     figure, axes = plt.subplots(1, len(tasks), figsize=(max(2.8, 0.32 * len(configs)) * len(tasks) + 2.2, 4.2), squeeze=False, sharey=True, layout="constrained")

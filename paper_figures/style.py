@@ -45,7 +45,7 @@ PALETTE = {
     "k1-reward-seqis": "#7fa7e0",
     "k1-reward-prefixis": "#1b1b6b",
 }
-LINE_STYLES = ["-", (0, (5, 2)), (0, (1.5, 1.5)), (0, (6, 2, 1.5, 2))]  # largest β first
+LINE_STYLES = ["-", (0, (5, 2)), (0, (1.5, 1.5)), (0, (6, 2, 1.5, 2)), (0, (3, 1.5, 1, 1.5, 1, 1.5)), (0, (9, 3))]  # largest β first
 plt.rcParams.update({
     "figure.dpi": 110, "savefig.dpi": 200, "axes.spines.top": False, "axes.spines.right": False, "font.size": 9,
     "legend.handlelength": 3.5, "legend.frameon": False, "pdf.fonttype": 42,
@@ -130,7 +130,8 @@ def save(figure, out: Path, name: str) -> None:
 
 
 def beta_styles(betas) -> dict[float, object]:
-    """Line style per β: the largest solid, then dashed, dotted, dash-dot; β = 0 (no KL) solid."""
+    """Line style per β: the largest solid, then dashed, dotted, dash-dot, dash-dot-dot, long dash;
+    β = 0 (no KL) solid."""
     ordered = sorted({float(b) for b in betas if b > 0}, reverse=True)
     if len(ordered) > len(LINE_STYLES):
         raise ValueError(f"{len(ordered)} values of β, but only {len(LINE_STYLES)} line styles")

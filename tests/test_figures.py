@@ -67,3 +67,16 @@ def test_legend_says_when_every_seed_or_some_seeds_diverged(tables):
         "k3-reward, β = 0.1 (all seeds diverged)", "k1-loss, β = 1 (1 of 2 seeds diverged)", "k2-loss, β = 1 (missing)", "k1-reward, β = 0.1",
     ]
     style.plt.close(figure)
+
+
+def test_every_config_has_a_line_style_and_a_hatch_per_beta(repo_root):
+    """The paper's grid has five values of β; each config's β list must get distinct styles."""
+    import yaml
+
+    import bars
+
+    for path in sorted((repo_root / "config").glob("*.yaml")):
+        betas = {float(b) for group in yaml.safe_load(path.read_text())["groups"] for b in group["beta"]}
+        styles = style.beta_styles(betas)
+        assert len({str(styles[b]) for b in betas if b > 0}) == len([b for b in betas if b > 0]), path.name
+        assert len([b for b in betas if b > 0]) <= len(bars.HATCHES), path.name

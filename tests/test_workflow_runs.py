@@ -163,9 +163,8 @@ def test_every_cell_is_in_mlflow_and_the_ui_shows_the_runs(ci_run, mlflow_server
         metrics = {metric["key"] for metric in run["data"]["metrics"]}
         params = {param["key"]: param["value"] for param in run["data"]["params"]}
         assert tags["mlflow.parentRunId"] == parent
-        assert {key: tags[key] for key in ("model", "kl", "beta", "policy", "seed")} == {
-            key: str(value) for key, value in parse_cell_id(cell).items()
-        }
+        keys = ("model", "kl", "beta", "policy", "seed")
+        assert {key: tags[key] for key in keys} == {key: str(parse_cell_id(cell)[key]) for key in keys}
         assert {"rollout/reward_mean", "kl/k1", "periodic_eval/pass_at_1", "final_eval/arith/pass_at_1", "final_eval/arith-long/pass_at_1"} <= metrics
         assert params["kl"] == parse_cell_id(cell)["kl"] and params["steps"] == "3"
         assert run["info"]["status"] == "FINISHED"
