@@ -26,6 +26,7 @@ from klrl.training.attempt import begin_attempt
 from klrl.training.config import TrainConfig
 from klrl.training.tracking import Tracker, tracker_from_args, write_status
 from klrl.typed import from_mapping
+from workflow_helpers import mlflow_server as serve_mlflow
 
 CELL = "tiny__k3-loss__b0.1__on__s0"
 
@@ -52,31 +53,8 @@ def _git_head() -> str:
 def server(tmp_path_factory):
     """`mlflow server` on a free port of 127.0.0.1 over a fresh SQLite store; stopped with its workers."""
     root = tmp_path_factory.mktemp("mlflow")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
-    command += ["--backend-store-uri", f"sqlite:///{root}/mlflow.db"]
-    process = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    address = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(180):
-            try:
-                with urllib.request.urlopen(f"{address}/health", timeout=2):
-                    break
-            except OSError:
-                assert process.poll() is None, "mlflow server exited"
-                time.sleep(1)
-        else:
-            pytest.fail("mlflow server did not answer /health within 180 s")
+    with serve_mlflow(f"sqlite:///{root}/mlflow.db", root, "--workers", "1") as address:
         yield address
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=20)
 
 
 def _rest(address: str, endpoint: str, body: dict | None = None) -> dict:

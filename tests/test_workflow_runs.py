@@ -4,11 +4,7 @@ model declared in a config, and the paper's grid in miniature on CPUs."""
 
 import json
 import os
-import signal
-import socket
 import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -24,6 +20,7 @@ from workflow_helpers import (
     snakemake,
     train_commands,
 )
+from workflow_helpers import mlflow_server as serve_mlflow
 
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it where it can
 
@@ -90,12 +87,6 @@ def test_tables_and_figures_alone_are_rebuilt_from_existing_results(ci_run):
     assert job_counts(dry.stdout) == {"aggregate": 1, "figure": 8, "figures": 1, "total": 10}
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _post(url: str, body: dict) -> dict:
     request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=30) as response:
@@ -105,45 +96,8 @@ def _post(url: str, body: dict) -> dict:
 @pytest.fixture
 def mlflow_server(ci_run):
     """`mlflow server` on a free port of 127.0.0.1 over the run's store; stopped with all its children."""
-    port = _free_port()
-    command = [str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port)]
-    command += ["--backend-store-uri", "sqlite:///results/mlflow.db"]
-    server = subprocess.Popen(command, cwd=ci_run, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    address = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(180):
-            try:
-                with urllib.request.urlopen(f"{address}/health", timeout=2):
-                    break
-            except OSError:
-                assert server.poll() is None, "mlflow server exited"
-                time.sleep(1)
-        else:
-            pytest.fail("mlflow server did not answer /health within 180 s")
+    with serve_mlflow("sqlite:///results/mlflow.db", ci_run) as address:
         yield address
-    finally:
-        _stop_group(server)
-
-
-def _group_alive(leader: int) -> bool:
-    """Whether any process of the group still runs (zombies, already dead, do not count)."""
-    listing = subprocess.run(["ps", "-e", "-o", "pgid=,stat="], capture_output=True, text=True, check=True)
-    return any(pgid == str(leader) and not stat.startswith("Z") for pgid, stat in map(str.split, listing.stdout.splitlines()))
-
-
-def _stop_group(process: subprocess.Popen) -> None:
-    """SIGTERM the process group (the server and its workers), SIGKILL what outlives 20 s, then
-    check that nothing of the group is left."""
-    os.killpg(process.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 20
-    while _group_alive(process.pid) and time.monotonic() < deadline:
-        process.poll()
-        time.sleep(0.5)
-    if _group_alive(process.pid):
-        os.killpg(process.pid, signal.SIGKILL)
-        time.sleep(1)
-    process.wait(timeout=30)
-    assert not _group_alive(process.pid), "the server left processes behind"
 
 
 @pytest.mark.slow
