@@ -48,7 +48,10 @@ test-vllm: $(VLLM_STAMP)
 # `make run CONFIG=config/<name>.yaml`. Rules call `python -m klrl`, found on the venv's PATH.
 CONFIG ?= config/config.yaml
 
+# `klrl cells` reads the config first: Snakemake's own message for a YAML syntax error in a
+# --configfile has no line, this one names file:line:column.
 run: $(STAMP)
+	$(BIN)/python -m klrl cells --config $(CONFIG) > /dev/null
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --profile profiles/local --configfile $(CONFIG)
 
 # The cell ids of a config (make cells CONFIG=config/paper.yaml).

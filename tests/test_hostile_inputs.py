@@ -104,6 +104,7 @@ def test_a_batch_past_its_deadline_scores_the_rest_zero_and_counts_them(monkeypa
 USER_MISTAKES = {
     "missing config file": (["train", "--config", "nowhere.yaml", "--out", "x"], "klrl train: error: [Errno 2] No such file or directory: 'nowhere.yaml'"),
     "YAML syntax error": (["train", "--config", "bad.yaml", "--out", "x"], "klrl train: error: bad.yaml:3:1: not valid YAML"),
+    "YAML syntax error in a workflow config": (["cells", "--config", "bad.yaml"], "klrl cells: error: bad.yaml:3:1: not valid YAML"),
     "unknown train key": (["train", "--config", "typo.yaml", "--out", "x"], "klrl train: error: train config: unknown key 'bta'"),
     "unknown KL name": (["describe", "k4-reward"], "klrl describe: error: unknown KL configuration 'k4-reward'"),
     "bogus tracking URI": (["track-grid", "--experiment", "e", "--uri", "sqlte:/x.db", "--out", "r.json"], "klrl track-grid: error: tracking.uri 'sqlte:/x.db'"),

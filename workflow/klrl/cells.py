@@ -13,8 +13,7 @@ import argparse
 import difflib
 from pathlib import Path
 
-import yaml
-
+from klrl.files import read_yaml
 from klrl.grid import expand_grid
 
 
@@ -35,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    cells = expand_grid(yaml.safe_load(args.config.read_text()))
+    cells = expand_grid(read_yaml(args.config))
     if args.name is None:
         for cell in cells.values():
             print(f"{cell.id}\t{cell.group}")
