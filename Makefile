@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-fast test-vllm vllm-env run cells readme-figures ui browser clean bench bench-trl bench-sampling bench-dag bench-grid bench-eval bench-grading
+.PHONY: install test test-fast test-vllm vllm-env run cells readme-figures readme-results ui browser clean bench bench-trl bench-sampling bench-dag bench-grid bench-eval bench-grading
 
 install: $(STAMP)
 
@@ -65,6 +65,11 @@ EXPERIMENT ?= default
 readme-figures:
 	test -d results/$(EXPERIMENT)/figures || { echo "no results/$(EXPERIMENT)/figures: run the grid first"; exit 1; }
 	cp results/$(EXPERIMENT)/figures/*.png docs/figures/
+
+# The README's results (claim verdicts, main table, Table 1) and figures from a finished run of
+# CONFIG: make readme-results CONFIG=config/study.yaml EXPERIMENT=study RUN_TIME="1 h 50 min on 2 cores".
+readme-results: $(STAMP) readme-figures
+	$(BIN)/python -m klrl readme-results --tables results/$(EXPERIMENT)/tables --config $(CONFIG) --run-time "$(RUN_TIME)"
 
 # The MLflow UI over the default store, on this machine only.
 UI_PORT ?= 5000
