@@ -93,6 +93,7 @@ def test_grid_errors_name_the_group_and_the_key():
         (lambda c: c["evaluation"].update(samples=0), "config: evaluation.samples: 0 is less than the minimum of 1"),
         (lambda c: c.pop("experiment"), "config: (top level): 'experiment' is a required property"),
         (lambda c: c["data"].pop("arith-long"), "config: groups[on-policy].eval_tasks: task 'arith-long' is generated; give data.arith-long.train_size"),
+        (lambda c: c["data"]["arith"].update(train_size=3000), "config: data.arith.train_size: 3000 exceeds the 1673 distinct arith train problems"),
         (lambda c: c.update(tracking={"uri": "sqlte:/x.db"}), "config: tracking.uri 'sqlte:/x.db': scheme 'sqlte' is not one of sqlite,"),
         (lambda c: c.update(tracking={"uri": "sqlite://results/x.db"}), "a SQLite store is sqlite:///<path>"),
     ],

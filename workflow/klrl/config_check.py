@@ -62,6 +62,12 @@ def task_problems(config: dict) -> list[str]:
                     problems.append(
                         f"groups[{group['name']}].{role}: task {name!r} is generated; give data.{name}.{missing[0]} (rows to generate)"
                     )
+    for name, sizes in data.items():
+        task = get_task(name)  # the schema has checked the name
+        for split in task.splits if task.distinct else ():
+            size, distinct = sizes.get(f"{split}_size"), task.distinct(name, split)
+            if isinstance(size, int) and size > distinct:
+                problems.append(f"data.{name}.{split}_size: {size} exceeds the {distinct} distinct {name} {split} problems")
     return problems
 
 

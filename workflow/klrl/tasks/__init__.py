@@ -23,6 +23,12 @@ def _load_arith(name: str, split: str, seed: int, size: int | None, source: str)
     return generate(name, split, size, seed)
 
 
+def _arith_space(name: str, split: str) -> int:
+    from klrl.tasks.arith import space_size
+
+    return space_size(name, split)
+
+
 def _load_countdown(name: str, split: str, seed: int, size: int | None, source: str) -> list[dict]:
     from klrl.tasks.countdown import load_countdown
 
@@ -50,10 +56,11 @@ class Task:
     source: str  # where rows come from by default: generated offline, or the Hugging Face Hub
     description: str
     loader: Callable[[str, str, int, int | None, str], list[dict]]
+    distinct: Callable[[str, str], int] | None = None  # (task, split) → how many distinct rows it can generate
 
 
 def _arith(name: str, description: str) -> Task:
-    return Task(name, "arithmetic", ("train", "test"), "", "generated", description, _load_arith)
+    return Task(name, "arithmetic", ("train", "test"), "", "generated", description, _load_arith, _arith_space)
 
 
 def _mmlu(subject: str) -> Task:
