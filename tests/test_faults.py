@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from safetensors.torch import load_file
 
+from fault_helpers import assert_same_cell, line_count, lock_holder, wait_for
+from test_grid_faults import GRID_KILLS, ORPHANS_REFUSED
 from test_hostile_inputs import DEADLINE_TOWERS, EDITED_DATA, HOSTILE_COMPLETIONS, HOSTILE_ROWS, USER_MISTAKES
 
 from klrl.cli import main as klrl
@@ -61,19 +62,6 @@ def whole(cell_config, tmp_path_factory):
     out = tmp_path_factory.mktemp("whole") / "train"
     assert klrl(["train", "--config", str(cell_config), "--out", str(out)]) == 0
     return out
-
-
-def _strip_times(records):
-    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in records]
-
-
-def assert_same_cell(folder, whole):
-    """Final weights bit for bit, the metrics history, the status, and no checkpoint left."""
-    ours, theirs = load_file(folder / "final" / "model.safetensors"), load_file(whole / "final" / "model.safetensors")
-    assert ours.keys() == theirs.keys() and all(torch.equal(ours[name], theirs[name]) for name in ours)
-    assert _strip_times(read_metrics(folder / "metrics.jsonl")) == _strip_times(read_metrics(whole / "metrics.jsonl"))
-    assert read_status(folder) == read_status(whole)
-    assert not any(folder.glob("checkpoint*"))
 
 
 # --- faults at known points of a training run (in process: the crash leaves files as a kill would)
@@ -292,23 +280,6 @@ def _train_process(cell_config, out):
         return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
 
 
-def _wait_for(condition, process, seconds=300.0):
-    deadline = time.monotonic() + seconds
-    while not condition() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
-
-
-def _lock_holder(path):
-    try:
-        return json.loads(path.read_text())["pid"]
-    except (OSError, ValueError):
-        return None
-
-
-def _lines(path):
-    return path.read_bytes().count(b"\n") if path.exists() else 0
-
-
 @SLOW
 def test_kill_9_at_random_points_of_train_and_a_second_trainer(cell_config, whole, tmp_path, capsys):
     """Each round: a trainer starts; a second one on the same cell is refused, naming the first;
@@ -320,11 +291,11 @@ def test_kill_9_at_random_points_of_train_and_a_second_trainer(cell_config, whol
     for _ in range(TRAIN_KILLS):
         assert read_status(out) is None, "the cell finished before it could be killed again"
         process = _train_process(cell_config, out)
-        _wait_for(lambda: _lock_holder(out / "train.lock") == process.pid, process)  # the dead one's lock taken over
+        wait_for(lambda: lock_holder(out / "train.lock") == process.pid, process)  # the dead one's lock taken over
         assert klrl(["train", "--config", str(cell_config), "--out", str(out)]) == 2
         assert f"in use by pid {process.pid} on this host" in capsys.readouterr().err
-        target = rng.randint(_lines(out / "metrics.jsonl"), 6)  # the whole run writes 9 lines
-        _wait_for(lambda: _lines(out / "metrics.jsonl") >= target, process)
+        target = rng.randint(line_count(out / "metrics.jsonl"), 6)  # the whole run writes 9 lines
+        wait_for(lambda: line_count(out / "metrics.jsonl") >= target, process)
         time.sleep(rng.uniform(0.0, 0.05))  # a step takes about 0.1 s: anywhere inside one
         process.send_signal(signal.SIGKILL)
         assert process.wait() == -signal.SIGKILL, "the trainer ended before it could be killed"
@@ -349,7 +320,7 @@ def test_kill_9_during_evaluate_then_a_rerun_equals_an_uninterrupted_one(whole, 
     for _ in range(EVAL_KILLS):
         process = subprocess.Popen([sys.executable, "-m", "klrl", *_evaluation(model, data, out)],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _wait_for(lambda: _lock_holder(out.with_name("results.json.lock")) == process.pid, process)
+        wait_for(lambda: lock_holder(out.with_name("results.json.lock")) == process.pid, process)
         time.sleep(rng.uniform(0.0, 1.0))  # importing lm-eval, loading the model or generating
         process.send_signal(signal.SIGKILL)
         assert process.wait() == -signal.SIGKILL, "the evaluation ended before it could be killed"
@@ -371,6 +342,7 @@ CRAFTED_FILES = 1  # the checkpoint with a code-running pickle
 
 def suite_counts() -> dict[str, int]:
     faults = len(FILE_FAULTS) + CORRUPT_CHECKPOINTS + len(BAD_STATUSES) + DEAD_LOCKS + KILLED_GRADERS + TRAIN_KILLS + SECOND_WRITERS + EVAL_KILLS
+    faults += GRID_KILLS + ORPHANS_REFUSED
     hostile = len(HOSTILE_ROWS) + EDITED_DATA + len(HOSTILE_COMPLETIONS) + len(DEADLINE_TOWERS) + len(USER_MISTAKES) + CRAFTED_FILES
     return {"faults": faults, "hostile": hostile}
 
