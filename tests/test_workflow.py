@@ -143,6 +143,17 @@ def test_the_paper_config_dry_runs_to_its_grid(tmp_path):
     assert "gpu=8" in result.stdout and "gpu=4" in result.stdout
 
 
+@pytest.mark.parametrize("name", ["smollm2", "study"])
+def test_every_other_shipped_config_dry_runs_to_one_train_and_evaluate_job_per_cell(tmp_path, name):
+    """The configs not run end to end here (paper: above; config and test: for real) pass the
+    config checks and plan their whole grid."""
+    folder = copy_workflow(tmp_path)
+    result = snakemake(folder, "-n", "--configfile", f"config/{name}.yaml")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    counts = job_counts(result.stdout)
+    assert counts["train"] == counts["evaluate"] == counts["cell_settings"] == len(expand_grid(load_config(name)))
+
+
 def test_a_batch_that_gpus_cannot_share_is_a_grid_error():
     config = load_config("paper")
     config["train"]["prompts_per_step"] = 250
