@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-fast test-vllm vllm-env run cells readme-figures readme-results ui browser clean bench bench-trl bench-sampling bench-dag bench-grid bench-eval bench-grading
+.PHONY: install test test-fast test-vllm vllm-env run cells readme-figures readme-results readme-screenshots ui browser clean bench bench-trl bench-sampling bench-dag bench-grid bench-eval bench-grading
 
 install: $(STAMP)
 
@@ -70,6 +70,11 @@ readme-figures:
 # CONFIG: make readme-results CONFIG=config/study.yaml EXPERIMENT=study RUN_TIME="1 h 50 min on 2 cores".
 readme-results: $(STAMP) readme-figures
 	$(BIN)/python -m klrl readme-results --tables results/$(EXPERIMENT)/tables --config $(CONFIG) --run-time "$(RUN_TIME)"
+
+# The README's MLflow UI screenshots (docs/figures/mlflow_*.png): CELLS' runs compared, from a
+# finished run of EXPERIMENT (make readme-screenshots EXPERIMENT=study CELLS="cell1 cell2 ...").
+readme-screenshots: $(STAMP) browser
+	$(BIN)/python -m klrl ui-screenshots --experiment $(EXPERIMENT) --cells $(CELLS)
 
 # The MLflow UI over the default store, on this machine only.
 UI_PORT ?= 5000

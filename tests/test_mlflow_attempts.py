@@ -26,7 +26,7 @@ from klrl.training.attempt import begin_attempt
 from klrl.training.config import TrainConfig
 from klrl.training.tracking import Tracker, tracker_from_args, write_status
 from klrl.typed import from_mapping
-from workflow_helpers import mlflow_server as serve_mlflow
+from klrl.ui_server import mlflow_server as serve_mlflow
 
 CELL = "tiny__k3-loss__b0.1__on__s0"
 

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 from klrl.grid import expand_grid, parse_cell_id
+from klrl.ui_screenshots import CHROMIUM, capture
 from workflow_helpers import (
     ROOT,
     copy_workflow,
@@ -20,9 +21,8 @@ from workflow_helpers import (
     snakemake,
     train_commands,
 )
-from workflow_helpers import mlflow_server as serve_mlflow
+from klrl.ui_server import mlflow_server as serve_mlflow
 
-CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` installs it where it can
 
 # ------------------------------------------------------------------------- end to end
 
@@ -129,21 +129,11 @@ def test_every_cell_is_in_mlflow_and_the_ui_shows_the_runs(ci_run, mlflow_server
             listed = {Path(item["path"]).name for item in json.loads(response.read()).get("files", [])}
         assert expected in listed, (folder, listed)
 
-    from playwright.sync_api import sync_playwright
-
-    screenshot = tmp_path / "mlflow-ui.png"
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        page = browser.new_page(viewport={"width": 1600, "height": 900})
-        page.goto(f"{mlflow_server}/#/experiments/{runs_file['experiment_id']}/runs")
-        grid = page.get_by_text("grid", exact=True)
-        grid.wait_for(timeout=120_000)
-        page.locator("[role=row]", has=grid).locator("button[data-component-id*=runnamecellrenderer]").click()
-        for name in ("base/tiny", *CI_CELLS):
-            page.get_by_text(name, exact=True).wait_for(timeout=60_000)
-        page.screenshot(path=str(screenshot))
-        browser.close()
-    assert screenshot.stat().st_size > 20_000
+    shots = capture(mlflow_server, ci_run / CI_OUT / "mlflow" / "runs.json", list(CI_CELLS), tmp_path, "rollout/reward_mean")
+    assert [shot.name for shot in shots] == ["mlflow_runs.png", "mlflow_curves.png", "mlflow_compare.png"]
+    assert all(shot.stat().st_size > 20_000 for shot in shots)
+    with pytest.raises(ValueError, match="no run for tiny__nonesuch"):
+        capture(mlflow_server, ci_run / CI_OUT / "mlflow" / "runs.json", ["tiny__nonesuch"], tmp_path)
 
 
 @pytest.mark.slow

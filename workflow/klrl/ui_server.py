@@ -1,0 +1,68 @@
+"""An MLflow tracking server over a store, on a free port of 127.0.0.1, for as long as a `with`
+block lasts: the UI's screenshots for the README (tools/readme_screenshots.py) and the tests
+that read a run's store through the REST API and the UI. `make ui` serves a store for a person."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def mlflow_server(store_uri: str, cwd: Path, *options: str):
+    """`mlflow server` over `store_uri` on a free port of 127.0.0.1, its address yielded once it
+    answers /health; stopped with its whole process group, checked to leave nothing behind."""
+    port = free_port()
+    command = [str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), *options]
+    command += ["--backend-store-uri", store_uri]
+    server = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    address = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(180):
+            try:
+                with urllib.request.urlopen(f"{address}/health", timeout=2):
+                    break
+            except OSError:
+                if server.poll() is not None:
+                    raise RuntimeError(f"mlflow server exited with code {server.returncode}")
+                time.sleep(1)
+        else:
+            raise RuntimeError("mlflow server did not answer /health within 180 s")
+        yield address
+    finally:
+        _stop_group(server)
+
+
+def _group_alive(leader: int) -> bool:
+    """Whether any process of the group still runs (zombies, already dead, do not count)."""
+    listing = subprocess.run(["ps", "-e", "-o", "pgid=,stat="], capture_output=True, text=True, check=True)
+    return any(pgid == str(leader) and not stat.startswith("Z") for pgid, stat in map(str.split, listing.stdout.splitlines()))
+
+
+def _stop_group(process: subprocess.Popen) -> None:
+    """SIGTERM the process group (the server and its workers), SIGKILL what outlives 20 s, then
+    check that nothing of the group is left."""
+    os.killpg(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    while _group_alive(process.pid) and time.monotonic() < deadline:
+        process.poll()
+        time.sleep(0.5)
+    if _group_alive(process.pid):
+        os.killpg(process.pid, signal.SIGKILL)
+        time.sleep(1)
+    process.wait(timeout=30)
+    if _group_alive(process.pid):
+        raise RuntimeError(f"the mlflow server's process group {process.pid} outlived SIGKILL")
