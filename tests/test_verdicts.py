@@ -135,6 +135,18 @@ def test_aggregate_writes_the_claims_table_with_verdicts_from_the_data(planted_g
                            "k1-loss-degrades-with-lag"}
 
 
+def test_the_variance_table_holds_the_pooled_seed_and_residual_sds(planted_grid):
+    root, in_domain = planted_grid
+    variance = pd.read_csv(root / "tables" / "variance.csv").set_index("task")
+    assert list(variance.index) == ["arith", "arith-long"] and list(variance["domain"]) == ["in", "out"]
+    row = variance.loc["arith"]
+    assert (row["configurations"], row["seeds"], row["problems"], row["seed_df"]) == (4, 12, 150, 8)
+    seed_var = np.mean([matrix.mean(1).var(ddof=1) for matrix in in_domain.values()])  # 3 seeds each: equal weights
+    assert row["seed_sd"] == pytest.approx(np.sqrt(seed_var))
+    residuals = [m - m.mean(1, keepdims=True) - m.mean(0, keepdims=True) + m.mean() for m in in_domain.values()]
+    assert row["residual_sd"] == pytest.approx(np.sqrt(sum(np.square(r).sum() for r in residuals) / (4 * 2 * 149)))
+
+
 def test_readme_results_rewrites_only_the_claims_block_from_the_table(planted_grid, tmp_path):
     from klrl.cli import main
 

@@ -21,6 +21,8 @@ train/metrics.jsonl and eval/results.json + eval/samples/, each base model's eva
   claims            each paper claim as a declared comparison between cells (klrl.verdicts): effect,
                     interval, p-value and verdict (reproduced / contradicted / inconclusive /
                     not in this grid)
+  variance          per model × evaluation task: the seed-to-seed and seed × problem SDs of pass@1
+                    that the claims' intervals pool, for sizing seeds (`klrl power seeds`)
 
 A cell with no results is a row with status `missing`; a diverged cell keeps its status and
 whatever scores it has; no value is dropped silently. The tables go to the grid's MLflow run.
@@ -40,7 +42,7 @@ import yaml
 from klrl.behaviour import LABELS, classify
 from klrl.grid import parse_cell_id
 from klrl.stats import bootstrap_mean_ci
-from klrl.verdicts import COLUMNS as CLAIM_COLUMNS, claim_rows
+from klrl.verdicts import COLUMNS as CLAIM_COLUMNS, VARIANCE_COLUMNS, claim_rows, variance_rows
 from klrl.training.tracking import read_metrics
 
 LIBRARY_KEYS = Path(__file__).with_name("library_keys.yaml")
@@ -249,7 +251,8 @@ def aggregate(cells: list[str], out: Path, root: Path, scale: str = "toy") -> di
     tables["paper_comparison"] = pd.DataFrame(paper_comparison_rows(tables["main"], tables["table1"], scale))
     tables["table2"] = pd.DataFrame(table2_rows())
     tables["claims"] = pd.DataFrame(claim_rows(results), columns=CLAIM_COLUMNS)
-    formats = {"scores": ("csv",), "curves": ("csv",), "claims": ("csv", "md")}
+    tables["variance"] = pd.DataFrame(variance_rows(results), columns=VARIANCE_COLUMNS)
+    formats = {"scores": ("csv",), "curves": ("csv",), "claims": ("csv", "md"), "variance": ("csv", "md")}
     for name, frame in tables.items():
         write_table(frame, out, name, formats.get(name, ("csv", "md", "tex")))
     return tables

@@ -216,6 +216,25 @@ def claim_rows(results) -> list[dict]:
     return [dict.fromkeys(COLUMNS, np.nan) | row for row in rows]
 
 
+VARIANCE_COLUMNS = ("model", "task", "domain", "configurations", "seeds", "problems", "seed_sd", "seed_df", "residual_sd")
+
+
+def variance_rows(results) -> list[dict]:
+    """Per model and evaluation task, the variances the claims' intervals pool (klrl.contrasts.SeedPool):
+    the seed-to-seed SD of a configuration's mean pass@1 and the seed × problem residual SD, with
+    the counts behind them. `klrl power seeds --seed-sd <seed_sd>` sizes the seeds from them."""
+    index = ScoreIndex(results)
+    rows = []
+    for (model, task), configs in sorted(index.configs.items()):
+        pool = index.pool(model, task)
+        sizes = [len(next(iter(seeds.values()))) for seeds in configs.values()]
+        rows.append({"model": model, "task": task, "domain": "in" if index.in_domain.get(model) == task else "out",
+                     "configurations": len(configs), "seeds": sum(len(seeds) for seeds in configs.values()),
+                     "problems": max(sizes), "seed_sd": float(np.sqrt(pool.seed_var)), "seed_df": pool.seed_df,
+                     "residual_sd": float(np.sqrt(pool.residual_var))})
+    return rows
+
+
 def _describe(value) -> str:
     if value is None:
         return ""
