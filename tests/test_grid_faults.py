@@ -34,9 +34,9 @@ def _write_config(folder):
     (folder / CONFIG).write_text(yaml.safe_dump(config))
 
 
-def _training(folder, cells, at_least):
+def _training(folder, at_least):
     """The cell whose trainer holds its lock with `at_least` metrics lines written, and its pid."""
-    for cell in cells:
+    for cell in CELLS:
         train = folder / OUT / "cells" / cell / "train"
         pid = lock_holder(train / "train.lock")
         if pid and line_count(train / "metrics.jsonl") >= at_least:
@@ -55,12 +55,12 @@ def _store_writable(folder):
     return True
 
 
-def _stop_mid_training(folder, cells, process, at_least=3):
+def _stop_mid_training(folder, process, at_least=3):
     """Wait for a trainer `at_least` steps in, SIGSTOP it (it stays where it is), return (cell, pid).
     A trainer stopped inside its MLflow write would hold the store's lock for as long as it is
     stopped, which a live process never does: it is let on a few ms and stopped again."""
-    wait_for(lambda: _training(folder, cells, at_least) is not None, process)
-    found = _training(folder, cells, at_least)
+    wait_for(lambda: _training(folder, at_least) is not None, process)
+    found = _training(folder, at_least)
     assert found, f"no trainer got {at_least} steps in: {(folder / 'snakemake.log').read_text()[-3000:]}"
     os.kill(found[1], signal.SIGSTOP)
     while not _store_writable(folder):
@@ -78,14 +78,14 @@ def _alive(pid):
     return "Z" not in state  # a zombie (no init reaping in a container) has ended
 
 
-def _rerun_beside_the_orphan_then_after_it(folder, cells, args, orphan_cell, orphan):
+def _rerun_beside_the_orphan_then_after_it(folder, args, orphan_cell, orphan):
     # 3. a rerun while the orphan lives: its cell is refused, naming the orphan; the rest completes
     assert snakemake(folder, "--unlock", "--configfile", CONFIG).returncode == 0
     third = snakemake(folder, *args)
     assert third.returncode != 0
     refusal = (folder / OUT / "logs" / "train" / f"{orphan_cell}.log").read_text()
     assert f"in use by pid {orphan} on this host" in refusal, refusal[-2000:]
-    others = [cell for cell in cells if cell != orphan_cell]
+    others = [cell for cell in CELLS if cell != orphan_cell]
     assert all(read_status(folder / OUT / "cells" / cell / "train")["status"] == "completed" for cell in others)
 
     # 4. the orphan finishes its cell; the next run completes without training it again
@@ -104,14 +104,13 @@ def test_kill_9_of_the_grid_and_of_snakemake_alone_then_reruns_equal_an_uninterr
     (tmp_path / "workflow").mkdir()
     folder = copy_workflow(tmp_path / "workflow")
     _write_config(folder)
-    cells = CELLS
     targets = [f"{OUT}/cells/{cell}/train/status.json" for cell in CELLS]  # training only: no evaluation, tables or figures
     args = ("--profile", "profiles/local", "--cores", "1", "--configfile", CONFIG, "--", *targets)
     log = folder / "snakemake.log"
 
     # 1. the whole group (Snakemake and its job) killed in the middle of a training job
     first = start_snakemake(folder, *args, log=log)
-    killed_cell, _ = _stop_mid_training(folder, cells, first)
+    killed_cell, _ = _stop_mid_training(folder, first)
     os.killpg(first.pid, signal.SIGKILL)
     assert first.wait() == -signal.SIGKILL
     assert read_status(folder / OUT / "cells" / killed_cell / "train") is None
@@ -119,19 +118,19 @@ def test_kill_9_of_the_grid_and_of_snakemake_alone_then_reruns_equal_an_uninterr
     # 2. unlocked and rerun; this time only Snakemake is killed: its trainer, stopped, is an orphan
     assert snakemake(folder, "--unlock", "--configfile", CONFIG).returncode == 0
     second = start_snakemake(folder, *args, log=log)
-    orphan_cell, orphan = _stop_mid_training(folder, cells, second, at_least=line_count(
+    orphan_cell, orphan = _stop_mid_training(folder, second, at_least=line_count(
         folder / OUT / "cells" / killed_cell / "train" / "metrics.jsonl") + 2)
     second.send_signal(signal.SIGKILL)
     assert second.wait() == -signal.SIGKILL and _alive(orphan)
 
     try:
-        _rerun_beside_the_orphan_then_after_it(folder, cells, args, orphan_cell, orphan)
+        _rerun_beside_the_orphan_then_after_it(folder, args, orphan_cell, orphan)
     finally:
         if _alive(orphan):  # the test failed with the orphan still stopped: leave nothing behind
             os.kill(orphan, signal.SIGKILL)
 
     # every cell equals an uninterrupted `klrl train` of its settings, each step logged once
-    for cell in cells:
+    for cell in CELLS:
         train = folder / OUT / "cells" / cell / "train"
         steps = [record["step"] for record in read_metrics(train / "metrics.jsonl")]
         assert steps == sorted(set(steps))
@@ -148,5 +147,5 @@ def test_kill_9_of_the_grid_and_of_snakemake_alone_then_reruns_equal_an_uninterr
     monkeypatch.chdir(folder)
     client = MlflowClient(runs["tracking_uri"])
     assert not client.search_runs([runs["experiment_id"]], "attributes.status = 'RUNNING'")
-    for cell in cells:
+    for cell in CELLS:
         assert client.get_run(runs["runs"][cell]).info.status == "FINISHED"

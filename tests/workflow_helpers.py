@@ -1,5 +1,5 @@
 """Running the workflow from tests: a fresh copy of its files, Snakemake in a subprocess, the
-job counts it prints, the configs of config/, an MLflow server over a store."""
+job counts it prints, the configs of config/."""
 
 import os
 import shutil

@@ -39,7 +39,8 @@ def _close_assistant(page) -> None:
 
 def capture(address: str, runs_file: Path, cells: list[str], out: Path, metric: str = METRIC) -> list[Path]:
     """The three screenshots of `cells`' runs (runs_file: the grid's runs.json) from the server at
-    `address`; each page is waited on until every chosen run's name shows. Returns their paths."""
+    `address`; each page is waited on until a chosen run's name shows (the runs table: the first;
+    the metric and compare pages: the last, whose rows list every run). Returns their paths."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:

@@ -1,5 +1,5 @@
 """An MLflow tracking server over a store, on a free port of 127.0.0.1, for as long as a `with`
-block lasts: the UI's screenshots for the README (tools/readme_screenshots.py) and the tests
+block lasts: the UI's screenshots for the README (klrl.ui_screenshots) and the tests
 that read a run's store through the REST API and the UI. `make ui` serves a store for a person."""
 
 from __future__ import annotations
