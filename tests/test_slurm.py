@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
 import yaml
 
 from klrl.grid import eval_job_resources, expand_grid, job_resources
+from klrl.training.checkpoint import load_checkpoint
 
 pytestmark = pytest.mark.slurm
 
@@ -187,7 +187,11 @@ def test_a_cancelled_train_job_is_resubmitted_and_resumes_through_a_drain(cluste
         assert _run(["scancel", first], cluster).returncode == 0
         assert _run(["scontrol", "update", f"nodename={node}", "state=drain", "reason=klrl-test"], cluster).returncode == 0
         _wait(lambda: not [job for job, in _squeue(cluster, "%i") if job == first], 60, "the cancelled job stayed")
-        reached = torch.load(train / "checkpoint.pt", weights_only=False)["step"]
+        # The checkpoint the retry resumes from: a cancel between the write's two renames leaves
+        # only checkpoint.prev.pt and checkpoint.pt.tmp, so read it as the trainer does.
+        state = load_checkpoint(train)
+        assert state is not None, "the train job finished before it was cancelled"
+        reached = state["step"]
         before = [line for line in (train / "metrics.jsonl").read_text().splitlines() if json.loads(line)["step"] < reached]
         retry = _wait(lambda: [row for row in _squeue(cluster, "%i|%T|%r") if row[0] != first], 180, "the job was not resubmitted")[0]
         assert retry[1] == "PENDING", retry  # the node is drained
