@@ -89,7 +89,7 @@ def main() -> None:
     config, pad = model.config, tokenizer.pad_token_id
     table = []
     for batch in args.batches:
-        prompts = encode_prompts(tokenizer, [row["prompt"] for row in rows[: batch // GROUP] for _ in range(GROUP)])
+        prompts = encode_prompts(tokenizer, [row for row in rows[: batch // GROUP] for _ in range(GROUP)])
         times = {"klrl HFSampler": [], "model.generate": []}
         for _ in range(args.reps):
             times["klrl HFSampler"].append(time_ours(model, prompts, args.new_tokens, pad))

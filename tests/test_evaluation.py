@@ -17,7 +17,7 @@ from klrl.tasks import TASKS
 from klrl.tasks.data import prepare, read_split
 from klrl.training.config import TrainConfig
 from klrl.training.evaluation import pass_at_1
-from klrl.training.prompts import encode_prompts, stop_token_ids
+from klrl.training.prompts import chat_messages, encode_prompts, stop_token_ids
 from klrl.training.sampling import HFSampler, completion_texts
 from klrl.training.trainer import Trainer
 
@@ -89,20 +89,35 @@ def test_evaluate_command_writes_scores_and_per_sample_logs(tiny_base, eval_data
     assert summary["timing_s"]["overhead"] == pytest.approx(summary["timing_s"]["total"] - summary["timing_s"]["generation"])
 
 
-def test_greedy_evaluation_sees_exactly_what_the_trainer_sees(talkative_base, eval_data):
-    """Same prompt, chat template, decoding and grading: greedy completions are identical, text for text."""
-    results, _ = evaluate(str(talkative_base), ["arith"], eval_data, Decoding(samples=1, greedy=True, max_new_tokens=10))
-    logged = sorted(results["samples"]["klrl_arith"], key=lambda sample: sample["doc_id"])
+SHOTS = [{"user": "What is 3 plus 4?", "assistant": "3 plus 4 is 7. \\boxed{7}"}, {"user": "What is 25 minus 3?", "assistant": "\\boxed{22}"}]
+
+
+@pytest.mark.parametrize("shots", [[], SHOTS], ids=["zero-shot", "two-shots"])
+def test_greedy_evaluation_sees_exactly_what_the_trainer_sees(talkative_base, eval_data, shots, tmp_path):
+    """Same chat (shots as earlier turns, then the prompt), template, decoding and grading:
+    greedy completions of a random-weight model, which depend on every token before them, are
+    identical text for text."""
+    data = eval_data
+    if shots:
+        data = tmp_path / "data"
+        prepare("arith-spoken", data / "arith-spoken", seed=0, sizes={"train": 4, "test": 12}, shots=shots)
+    task = "arith-spoken" if shots else "arith"
+    name = lm_eval_task_name(task)
+    results, _ = evaluate(str(talkative_base), [task], data, Decoding(samples=1, greedy=True, max_new_tokens=10))
+    logged = sorted(results["samples"][name], key=lambda sample: sample["doc_id"])
     tokenizer = AutoTokenizer.from_pretrained(talkative_base)
     model = AutoModelForCausalLM.from_pretrained(talkative_base).eval()
-    rows = read_split(eval_data / "arith" / "test.jsonl")
+    rows = read_split(data / task / "test.jsonl")
+    assert [len(chat_messages(row)) for row in rows] == [2 * len(shots) + 1] * len(rows)
+    contexts = [sample["arguments"][0][0] for sample in logged]
+    assert contexts == [tokenizer.apply_chat_template(chat_messages(row), add_generation_prompt=True, tokenize=False) for row in rows]
     sampler = HFSampler((tokenizer.eos_token_id,), tokenizer.pad_token_id, max_new_tokens=10, temperature=0)
-    ours = completion_texts(tokenizer, sampler.sample(model, encode_prompts(tokenizer, [r["prompt"] for r in rows]), None))
+    ours = completion_texts(tokenizer, sampler.sample(model, encode_prompts(tokenizer, rows), None))
     theirs = [sample["filtered_resps"][0][0] for sample in logged]
     assert len({len(text) for text in ours}) > 1  # varied, not all empty
     assert theirs == ours
     trainer_score = pass_at_1(model, tokenizer, sampler, rows, arithmetic_reward, 1, None)
-    assert results["results"]["klrl_arith"]["pass@1,all-samples"] == trainer_score
+    assert results["results"][name]["pass@1,all-samples"] == trainer_score
 
 
 def test_a_trained_checkpoint_evaluates(tiny_base, eval_data, tmp_path):
@@ -193,7 +208,7 @@ def test_lm_eval_stops_where_the_trainer_stops(talkative_folder, eval_data):
     tokenizer = AutoTokenizer.from_pretrained(talkative_folder)
     model = AutoModelForCausalLM.from_pretrained(talkative_folder).eval()
     rows = read_split(eval_data / "arith" / "test.jsonl")
-    prompts = encode_prompts(tokenizer, [r["prompt"] for r in rows])
+    prompts = encode_prompts(tokenizer, rows)
     free = HFSampler((tokenizer.eos_token_id,), tokenizer.pad_token_id, max_new_tokens=10, temperature=0).sample(model, prompts, None)
     generated = free.completion_ids[free.completion_mask.bool()].tolist()
     stop = max(set(generated) - {tokenizer.eos_token_id}, key=generated.count)

@@ -13,7 +13,7 @@ from klrl.training.sampling import HFSampler, completion_mask, left_pad, next_to
 def _setup(tiny_base):
     tokenizer = AutoTokenizer.from_pretrained(tiny_base)
     model = AutoModelForCausalLM.from_pretrained(tiny_base).eval()
-    prompts = encode_prompts(tokenizer, ["12+30", "7-3", "Ann has 4 pens and gets 5 more. How many pens now?"])
+    prompts = encode_prompts(tokenizer, [{"prompt": p} for p in ("12+30", "7-3", "Ann has 4 pens and gets 5 more. How many pens now?")])
     return tokenizer, model, prompts
 
 
@@ -106,7 +106,7 @@ def test_the_sampler_stops_at_a_stop_token_from_the_generation_config(talkative_
     sampling: nothing after it is generated, kept in the mask or decoded for the reward."""
     tokenizer = AutoTokenizer.from_pretrained(talkative_folder)
     model = AutoModelForCausalLM.from_pretrained(talkative_folder).eval()
-    prompts = encode_prompts(tokenizer, ["12+3=", "45-6=", "7+8=", "99-9="])
+    prompts = encode_prompts(tokenizer, [{"prompt": p} for p in ("12+3=", "45-6=", "7+8=", "99-9=")])
     free = HFSampler((tokenizer.eos_token_id,), tokenizer.pad_token_id, max_new_tokens=8, temperature=0).sample(model, prompts, None)
     generated = free.completion_ids[free.completion_mask.bool()].tolist()
     stop = max(set(generated) - {tokenizer.eos_token_id}, key=generated.count)  # a token the model emits mid-completion

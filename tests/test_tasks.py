@@ -14,14 +14,14 @@ from klrl.tasks.arith import corrupt, generate, is_test_problem, pretraining_exa
 from klrl.tasks.data import prepare, read_split
 
 
-@pytest.mark.parametrize("task", ["arith", "arith-long", "arith-word"])
+@pytest.mark.parametrize("task", ["arith", "arith-long", "arith-word", "arith-spoken", "arith-long-spoken"])
 def test_arith_rows_are_correct_distinct_and_deterministic(task):
     rows = generate(task, "train", 300, seed=3)
     assert rows == generate(task, "train", 300, seed=3)
     assert rows != generate(task, "train", 300, seed=4)
     keys = {(r["meta"]["a"], r["meta"]["op"], r["meta"]["b"]) for r in rows}
     assert len(keys) == 300
-    low, high = (100, 999) if task == "arith-long" else (0, 99)
+    low, high = (100, 999) if task.startswith("arith-long") else (0, 99)
     for row in rows:
         a, op, b = row["meta"]["a"], row["meta"]["op"], row["meta"]["b"]
         assert low <= a <= high and 0 <= b <= 9
@@ -35,6 +35,15 @@ def test_word_problems_say_the_operation_in_words():
     for row in generate("arith-word", "test", 50, seed=0):
         assert "+" not in row["problem"] and "-" not in row["problem"]
         assert row["problem"].endswith("?")
+
+
+def test_spoken_problems_are_the_symbolic_ones_asked_in_words():
+    for symbolic, spoken in (("arith", "arith-spoken"), ("arith-long", "arith-long-spoken")):
+        rows, asked = generate(symbolic, "test", 40, seed=2), generate(spoken, "test", 40, seed=2)
+        assert [(r["meta"], r["answer"]) for r in rows] == [(r["meta"], r["answer"]) for r in asked]
+        for row in asked:
+            a, op, b = row["meta"]["a"], row["meta"]["op"], row["meta"]["b"]
+            assert row["problem"] == f"What is {a} {'plus' if op == '+' else 'minus'} {b}?"
 
 
 def test_test_split_is_held_out_from_train_and_pretraining():

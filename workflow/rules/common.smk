@@ -2,6 +2,7 @@
 # Every output of a config lives under OUT = results/<experiment>/ (klrl.grid.results_root), so
 # two configs in one checkout never write each other's files.
 import ast
+import json
 import re
 import shlex
 from pathlib import Path
@@ -57,8 +58,9 @@ def data_inputs(tasks):
 def data_options(task):
     options = config["data"].get(task, {})
     flags = {"train_size": "--train-size", "test_size": "--test-size", "seed": "--seed", "source": "--source"}
-    flags["instruction"] = "--instruction"
-    return " ".join(f"{flags[key]} {shlex.quote(str(value))}" for key, value in sorted(options.items()))
+    flags |= {"instruction": "--instruction", "shots": "--shots"}
+    text = {key: json.dumps(value) if key == "shots" else str(value) for key, value in options.items()}
+    return " ".join(f"{flags[key]} {shlex.quote(text[key])}" for key in sorted(options))
 
 
 def pretrain_options(model):

@@ -158,6 +158,7 @@ def evaluate(
         raise ValueError(f"model {model}: the {backend} backend cannot load it ({error})") from error
     for task in loaded.values():
         task.set_config("repeats", decoding.samples)
+        task.set_config("num_fewshot", len(task.fewshot_docs()))  # every shot of the manifest, in order
         task.set_config("generation_kwargs", decoding.generation_kwargs(stops))
     timing["model_load"] = time.perf_counter() - mark
     generate_until = lm.generate_until
@@ -178,6 +179,7 @@ def evaluate(
             tasks=list(loaded.values()),
             task_manager=manager,
             apply_chat_template=True,
+            fewshot_as_multiturn=True,  # shots are earlier chat turns, as the trainer puts them
             log_samples=True,
             limit=limit,
             random_seed=seed,

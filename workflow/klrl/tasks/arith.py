@@ -6,6 +6,10 @@ The toy-scale analogue of MATH (in-domain) against MMLU science (out-of-domain):
                 carries and borrows that cross two digits;
     arith-word  the in-domain sums and differences posed as word problems: a different
                 format, where the operation must be read from the words.
+    arith-spoken, arith-long-spoken
+                arith and arith-long asked in words ("What is 24 minus 3?"): the phrasing on
+                which a small pretrained chat model (SmolLM2-135M-Instruct) can do the sums at
+                all; the same problems, answers and held-out partition.
 Answers are integers, written `\\boxed{N}` and graded by `klrl.rewards.arithmetic_reward`.
 
 Held-out problems: every (a, op, b) is assigned to 'test' or not by a hash, the same for
@@ -18,7 +22,8 @@ from __future__ import annotations
 import hashlib
 import random
 
-FAMILY = ("arith", "arith-long", "arith-word")
+FAMILY = ("arith", "arith-long", "arith-word", "arith-spoken", "arith-long-spoken")
+SPOKEN_OPERATORS = {"+": "plus", "-": "minus"}
 TEST_FRACTION = 0.15
 
 _NAMES = ("Ann", "Ben", "Cal", "Dee", "Eve", "Max", "Sam", "Zoe")
@@ -37,7 +42,7 @@ _SUB_TEMPLATES = (
 
 def _operand_ranges(task: str) -> tuple[tuple[int, int], tuple[int, int]]:
     """(low, high) of a and of b."""
-    return ((100, 999) if task == "arith-long" else (0, 99)), (0, 9)
+    return ((100, 999) if task.startswith("arith-long") else (0, 99)), (0, 9)
 
 
 def is_test_problem(a: int, op: str, b: int) -> bool:
@@ -55,6 +60,8 @@ def _draw(task: str, rng: random.Random, want_test: bool) -> tuple[int, str, int
 
 
 def _problem_text(task: str, a: int, op: str, b: int, rng: random.Random) -> str:
+    if task.endswith("-spoken"):
+        return f"What is {a} {SPOKEN_OPERATORS[op]} {b}?"
     if task != "arith-word":
         return f"{a}{op}{b}"
     template = rng.choice(_ADD_TEMPLATES if op == "+" else _SUB_TEMPLATES)
@@ -81,7 +88,7 @@ def generate(task: str, split: str, size: int, seed: int) -> list[dict]:
         raise ValueError(f"split: {split!r} is not one of train, test")
     if size > space_size(task, split):
         raise ValueError(f"size: {size} exceeds the {space_size(task, split)} distinct {task} {split} problems")
-    rng = random.Random(f"{task}/{split}/{seed}")
+    rng = random.Random(f"{task.removesuffix('-spoken')}/{split}/{seed}")  # spoken: the same problems
     rows, seen = [], set()
     while len(rows) < size:
         a, op, b = _draw(task, rng, want_test=split == "test")

@@ -1,8 +1,10 @@
 """Prepared task data on disk: `klrl prepare-data` writes it, the trainer and lm-eval read it.
 
-One folder per task: `<split>.jsonl` (one row per line: id, problem, prompt, answer, meta)
-and `manifest.json` (generator, version, seed, source, instruction, and per file the row
-count and sha256). `read_split` checks every row (encoding, fields, the answer against the
+One folder per task: `<split>.jsonl` (one row per line: id, problem, prompt, answer, meta, and
+`shots` when the config gives worked examples) and `manifest.json` (generator, version, seed,
+source, instruction, shots, and per file the row count and sha256). Shots are (user, assistant)
+turns shown before each prompt as earlier turns of the chat: the trainer and lm-eval (its
+multi-turn few-shot) both put them there. `read_split` checks every row (encoding, fields, the answer against the
 task's reward, size limits) and names the file and line of a bad one, then the file's sha256
 against the manifest.
 """
@@ -42,19 +44,22 @@ def prepare(
     sizes: dict[str, int] | None = None,
     source: str | None = None,
     instruction: str | None = None,
+    shots: list[dict] | None = None,
 ) -> dict:
-    """Write every split of a task and its manifest; returns the manifest."""
+    """Write every split of a task and its manifest; returns the manifest. `shots`: worked
+    examples, each {"user": ..., "assistant": ...}, shown before every prompt."""
     task = get_task(task_name)
     sizes = sizes or {}
     unknown = set(sizes) - set(task.splits)
     if unknown:
         raise ValueError(f"sizes: task {task_name!r} has no split {sorted(unknown)}; its splits: {', '.join(task.splits)}")
     instruction = task.instruction if instruction is None else instruction
+    shots = check_shots(shots or [], "shots")
     out_dir.mkdir(parents=True, exist_ok=True)
     files = {}
     for split in task.splits:
         rows = load_rows(task, split, seed=seed, size=sizes.get(split), source=source)
-        rows = [{**row, "prompt": row["problem"] + instruction} for row in rows]
+        rows = [{**row, "prompt": row["problem"] + instruction} | ({"shots": shots} if shots else {}) for row in rows]
         path = out_dir / f"{split}.jsonl"
         _write_jsonl(rows, path)
         files[path.name] = {"split": split, "count": len(rows), "sha256": sha256_file(path)}
@@ -66,10 +71,21 @@ def prepare(
         "seed": seed,
         "source": source or task.source,
         "instruction": instruction,
+        "shots": shots,
         "files": files,
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     return manifest
+
+
+def check_shots(shots, where: str) -> list[dict]:
+    """`shots` if it is a list of {"user": text, "assistant": text}; ValueError naming `where` otherwise."""
+    if not isinstance(shots, list) or not all(
+        isinstance(shot, dict) and set(shot) == {"user", "assistant"} and all(isinstance(text, str) for text in shot.values())
+        for shot in shots
+    ):
+        raise ValueError(f"{where}: must be a list of {{\"user\": text, \"assistant\": text}}, got {shots!r:.80}")
+    return shots
 
 
 def read_manifest(folder: Path) -> dict:
@@ -141,7 +157,8 @@ def _checked_row(raw: bytes, where: str, reward: str | None, limits: RowLimits, 
         raise ValueError(f"{where}: answer of {len(row['answer'])} characters, over max_answer_chars={limits.max_answer_chars}")
     if reward is not None and (problem := check_reference(reward, row["answer"])):
         raise ValueError(f"{where}: answer {row['answer']!r:.80} is not {problem} ({reward} reward)")
-    prompt = row["prompt"]
+    check_shots(row.get("shots", []), f"{where}: field 'shots'")
+    prompt = "".join(shot["user"] + shot["assistant"] for shot in row.get("shots", [])) + row["prompt"]
     tokens = len(prompt) / CHARS_PER_TOKEN_BOUND
     if tokens <= limits.max_prompt_tokens and count_tokens is not None:
         tokens = count_tokens(prompt)
@@ -158,13 +175,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--test-size", type=int, help="rows of the test split (required for generated tasks)")
     parser.add_argument("--source", choices=("generated", "hub", "fixture"), help="default: the task's own")
     parser.add_argument("--instruction", help="text appended to each problem (default: the task's)")
+    parser.add_argument("--shots", type=_json_shots, default=[], help='worked examples before each prompt, JSON: [{"user": ..., "assistant": ...}]')
+
+
+def _json_shots(text: str) -> list[dict]:
+    try:
+        return check_shots(json.loads(text), "--shots")
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"not JSON ({error.msg})") from None
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def run(args: argparse.Namespace) -> None:
     splits = get_task(args.task).splits
     sizes = {split: size for split, size in (("train", args.train_size), ("test", args.test_size)) if size and split in splits}
     manifest = prepare(
-        args.task, args.out, seed=args.seed, sizes=sizes, source=args.source, instruction=args.instruction
+        args.task, args.out, seed=args.seed, sizes=sizes, source=args.source, instruction=args.instruction, shots=args.shots
     )
     counts = ", ".join(f"{name}: {info['count']}" for name, info in manifest["files"].items())
     print(f"{args.task} → {args.out} ({counts})")

@@ -22,7 +22,6 @@ same attempt continues its run (set RUNNING again). The evaluate job logs into t
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os

@@ -19,7 +19,7 @@ def _sample_rewards(model, tokenizer, sampler: HFSampler, rows: list[dict], rewa
     rewards: list[float] = []
     for start in range(0, len(group), chunk):
         part = group[start : start + chunk]
-        rollout = sampler.sample(model, encode_prompts(tokenizer, [row["prompt"] for row in part]), generator)
+        rollout = sampler.sample(model, encode_prompts(tokenizer, part), generator)
         rewards += reward_fn(completion_texts(tokenizer, rollout), [row["answer"] for row in part])
     return rewards
 

@@ -48,15 +48,22 @@ class PromptSchedule:
         return rows
 
 
-def encode_prompts(tokenizer, prompts: list[str]) -> list[list[int]]:
-    """Token ids of each prompt as a user turn, through the chat template when there is one."""
+def chat_messages(row: dict) -> list[dict]:
+    """The chat of a prepared row: its shots as earlier user and assistant turns, then its prompt
+    as the user turn to answer (the order lm-eval's multi-turn few-shot uses)."""
+    turns = [[{"role": "user", "content": shot["user"]}, {"role": "assistant", "content": shot["assistant"]}] for shot in row.get("shots", [])]
+    return [message for turn in turns for message in turn] + [{"role": "user", "content": row["prompt"]}]
+
+
+def encode_prompts(tokenizer, rows: list[dict]) -> list[list[int]]:
+    """Token ids of each prepared row's chat (`chat_messages`), through the chat template when
+    there is one; without one, the bare prompt (shots need a chat template)."""
     if tokenizer.chat_template:
-        prompts = [
-            tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False)
-            for p in prompts
-        ]
-        return [tokenizer.encode(p, add_special_tokens=False) for p in prompts]
-    return [tokenizer.encode(p) for p in prompts]
+        texts = [tokenizer.apply_chat_template(chat_messages(row), add_generation_prompt=True, tokenize=False) for row in rows]
+        return [tokenizer.encode(text, add_special_tokens=False) for text in texts]
+    if any(row.get("shots") for row in rows):
+        raise ValueError("shots are earlier chat turns, and this tokenizer has no chat template")
+    return [tokenizer.encode(row["prompt"]) for row in rows]
 
 
 def stop_token_ids(tokenizer, model: str | Path | None = None, extra: tuple[str, ...] = (), revision: str | None = None) -> tuple[int, ...]:

@@ -14,19 +14,25 @@ from klrl.rewards import get_reward
 from klrl.tasks.data import read_manifest, read_split
 
 DOC_FIELDS = ("id", "problem", "prompt", "answer")
+SHOTS_SPLIT = "shots"  # the manifest's worked examples, as the few-shot split (prompt: user turn, answer: assistant turn)
 
 
 def load_prepared_split(data_dir: str, task: str, split: str = "test", **_metadata) -> dict[str, datasets.Dataset]:
-    """`custom_dataset`: the rows of `<data_dir>/<task>/<split>.jsonl`, each tagged with the task's reward.
+    """`custom_dataset`: the rows of `<data_dir>/<task>/<split>.jsonl`, each tagged with the task's
+    reward, and the manifest's shots as the split SHOTS_SPLIT (empty when it has none).
 
     `data_dir` comes from the TaskManager's metadata, `task` and `split` from the YAML's
     `dataset_kwargs`; lm-eval also passes the task's own metadata, which is ignored. A bad row
     raises ValueError naming its file and line (`klrl.tasks.data.read_split`).
     """
     folder = Path(data_dir) / task
-    reward = read_manifest(folder)["reward"]
+    manifest = read_manifest(folder)
+    reward = manifest["reward"]
     rows = [{name: row[name] for name in DOC_FIELDS} | {"reward": reward} for row in read_split(folder / f"{split}.jsonl")]
-    return {split: datasets.Dataset.from_list(rows)}
+    shots = [{"id": f"shot-{i}", "problem": shot["user"], "prompt": shot["user"], "answer": shot["assistant"], "reward": reward}
+             for i, shot in enumerate(manifest.get("shots", []))]
+    columns = {name: [] for name in (*DOC_FIELDS, "reward")}
+    return {split: datasets.Dataset.from_list(rows), SHOTS_SPLIT: datasets.Dataset.from_list(shots) if shots else datasets.Dataset.from_dict(columns)}
 
 
 def keep_all_samples(resps, docs):
