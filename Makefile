@@ -60,16 +60,19 @@ cells: $(STAMP)
 
 # The README's figures (docs/figures/, tracked) from a finished run's results/<experiment>/figures/;
 # no run ever writes tracked files, so this copy is the only way they change.
+# FIGURES: where they go (the SmolLM2 run's: FIGURES=docs/figures/smollm2).
 EXPERIMENT ?= default
+FIGURES ?= docs/figures
 
 readme-figures:
 	test -d results/$(EXPERIMENT)/figures || { echo "no results/$(EXPERIMENT)/figures: run the grid first"; exit 1; }
-	cp results/$(EXPERIMENT)/figures/*.png docs/figures/
+	mkdir -p $(FIGURES)
+	cp results/$(EXPERIMENT)/figures/*.png $(FIGURES)/
 
 # The README's results (claim verdicts, main table, Table 1) and figures from a finished run of
 # CONFIG: make readme-results CONFIG=config/study.yaml EXPERIMENT=study RUN_TIME="1 h 50 min on 2 cores".
 readme-results: $(STAMP) readme-figures
-	$(BIN)/python -m klrl readme-results --tables results/$(EXPERIMENT)/tables --config $(CONFIG) --run-time "$(RUN_TIME)"
+	$(BIN)/python -m klrl readme-results --tables results/$(EXPERIMENT)/tables --experiment $(EXPERIMENT) --config $(CONFIG) --run-time "$(RUN_TIME)"
 
 # The README's MLflow UI screenshots (docs/figures/mlflow_*.png): CELLS' runs compared, from a
 # finished run of EXPERIMENT (make readme-screenshots EXPERIMENT=study CELLS="cell1 cell2 ...").

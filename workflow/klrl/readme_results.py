@@ -1,11 +1,13 @@
 """`klrl readme-results`: the README's results, generated from a run's tables.
 
-Rewrites the block between `<!-- claims:begin -->` and `<!-- claims:end -->` of the README with
-one line per row of `claims.csv` (klrl.verdicts): the paper's claim, the verdict computed from
-the data, the comparison, its effect, interval and p-value, and the seeds behind it, headed by
-the config, commit and run time the table came from. Every block `<!-- table:NAME:begin -->` …
-`<!-- table:NAME:end -->` gets the run's `NAME.md` table (main, table1, ...) under the same
-heading. Nothing outside the blocks changes; no number or verdict is typed by hand.
+Blocks belong to one experiment (results/<experiment>/), so the README can hold several runs.
+Rewrites the block between `<!-- claims:EXPERIMENT:begin -->` and `<!-- claims:EXPERIMENT:end -->`
+with one line per row of `claims.csv` (klrl.verdicts): the paper's claim, the verdict computed
+from the data, the comparison, its effect, interval and p-value, and the seeds behind it, headed
+by the config, commit and run time the table came from. Every block
+`<!-- table:EXPERIMENT:NAME:begin -->` … `<!-- table:EXPERIMENT:NAME:end -->` gets the run's
+`NAME.md` table (main, table1, ...) under the same heading. Nothing outside that experiment's
+blocks changes; no number or verdict is typed by hand.
 """
 
 from __future__ import annotations
@@ -17,8 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
-TABLE_BLOCK = re.compile(r"<!-- table:([\w-]+):begin -->")
+TABLE_BLOCK = r"<!-- table:{experiment}:([\w-]+):begin -->"
 
 
 def _number(value: float, digits: str = ".3f") -> str:
@@ -48,18 +49,20 @@ def provenance(table: str, config: str, commit: str, run_time: str) -> str:
     )
 
 
-def claims_block(claims: pd.DataFrame, config: str, commit: str, run_time: str) -> str:
+def claims_block(experiment: str, claims: pd.DataFrame, config: str, commit: str, run_time: str) -> str:
     claims = claims.astype({"beta": str, "lag": str}).replace({"beta": {"nan": ""}, "lag": {"nan": ""}})
     header = provenance("claims.csv", config, commit, run_time) + " Tests and margins: `klrl.verdicts`; interval: `klrl.contrasts`."
     counts = claims["verdict"].value_counts()
     summary = ", ".join(f"{count} {verdict}" for verdict, count in counts.items())
-    lines = [BEGIN, header, "", f"Rows: {summary}.", ""] + [claim_line(row) for _, row in claims.iterrows()] + [END]
+    begin, end = f"<!-- claims:{experiment}:begin -->", f"<!-- claims:{experiment}:end -->"
+    lines = [begin, header, "", f"Rows: {summary}.", ""] + [claim_line(row) for _, row in claims.iterrows()] + [end]
     return "\n".join(lines)
 
 
-def table_block(name: str, table: str, header: str) -> str:
-    """A `table:NAME` block holding a run's Markdown table under its provenance line."""
-    return "\n".join([f"<!-- table:{name}:begin -->", header, "", table.rstrip("\n"), f"<!-- table:{name}:end -->"])
+def table_block(experiment: str, name: str, table: str, header: str) -> str:
+    """A `table:EXPERIMENT:NAME` block holding a run's Markdown table under its provenance line."""
+    marker = f"table:{experiment}:{name}"
+    return "\n".join([f"<!-- {marker}:begin -->", header, "", table.rstrip("\n"), f"<!-- {marker}:end -->"])
 
 
 def rewrite(readme: str, block: str) -> str:
@@ -79,6 +82,7 @@ def _commit() -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tables", type=Path, required=True, help="folder with claims.csv (results/<experiment>/tables)")
+    parser.add_argument("--experiment", required=True, help="whose README blocks to rewrite (claims:EXPERIMENT, table:EXPERIMENT:NAME)")
     parser.add_argument("--readme", type=Path, default=Path("README.md"))
     parser.add_argument("--config", required=True, help="the config the run used, e.g. config/study.yaml")
     parser.add_argument("--run-time", required=True, help="the run's wall time, e.g. '2 h 41 min on 2 cores'")
@@ -91,12 +95,13 @@ def run(args: argparse.Namespace) -> None:
         raise SystemExit(f"{path}: no claims table (run `klrl aggregate` first)")
     commit = args.commit or _commit()
     text = args.readme.read_text()
-    blocks = [claims_block(pd.read_csv(path), args.config, commit, args.run_time)]
-    for name in TABLE_BLOCK.findall(text):
+    experiment = args.experiment
+    blocks = [claims_block(experiment, pd.read_csv(path), args.config, commit, args.run_time)]
+    for name in re.findall(TABLE_BLOCK.format(experiment=re.escape(experiment)), text):
         table = args.tables / f"{name}.md"
         if not table.is_file():
-            raise SystemExit(f"{table}: the README has a table:{name} block but the run has no such table")
-        blocks.append(table_block(name, table.read_text(), provenance(f"{name}.md", args.config, commit, args.run_time)))
+            raise SystemExit(f"{table}: the README has a table:{experiment}:{name} block but the run has no such table")
+        blocks.append(table_block(experiment, name, table.read_text(), provenance(f"{name}.md", args.config, commit, args.run_time)))
     try:
         for block in blocks:
             text = rewrite(text, block)
