@@ -5,11 +5,12 @@ Default: copies the workflow into fresh scratch folders (as tests/test_workflow.
 `--cores`, timing the whole command; then, for each run, reads its job timings.
 
 `--summarise FOLDER [--configfile ...]`: only reads a finished run in FOLDER (e.g. the default
-grid's, too long to rerun on a shared machine). From results/benchmarks/**/*.tsv (Snakemake's
-`benchmark:` files, one per job, column `s` = the job's wall seconds) it prints the summed job
-time (≈ the run's time on one core, scheduling aside), the time per rule, and the critical path:
-the longest chain of dependent jobs (edges from `snakemake --dag`), i.e. the wall time no number
-of cores can beat.
+grid's, too long to rerun on a shared machine). From results/<experiment>/benchmarks/**/*.tsv
+(Snakemake's `benchmark:` files, one per job: `s` the job's wall seconds, `max_rss` its peak
+resident memory in MB) it prints the summed job time (≈ the run's time on one core, scheduling
+aside), the time and peak memory per rule, and the critical path: the longest chain of dependent
+jobs (edges from `snakemake --dag`), i.e. the wall time no number of cores can beat. From the
+cells' metrics.jsonl it prints the median seconds of an RL step and of each of its phases.
 
     .venv/bin/python benchmarks/grid_time.py [--cores 1 2]
     .venv/bin/python benchmarks/grid_time.py --summarise path/to/finished/run --configfile config/config.yaml
@@ -19,7 +20,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
+import statistics
 import re
 import shutil
 import subprocess
@@ -29,7 +32,10 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import yaml
+
 from common import machine, markdown_table
+from klrl.grid import results_root
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_FILES = ("Snakefile", "workflow/rules", "workflow/schemas", "workflow/report", "config", "envs", "profiles", "paper_figures")
@@ -55,9 +61,24 @@ def copy_workflow(folder: Path) -> Path:
     return folder
 
 
-def job_seconds(tsv: Path) -> float:
+def job_cost(tsv: Path) -> tuple[float, float]:
+    """A job's wall seconds and peak resident memory (MB) from its benchmark file."""
     with tsv.open() as handle:
-        return float(next(csv.DictReader(handle, delimiter="\t"))["s"])
+        row = next(csv.DictReader(handle, delimiter="\t"))
+    return float(row["s"]), float(row["max_rss"]) if row["max_rss"] not in ("", "NA", "-") else 0.0
+
+
+def step_phases(out: Path) -> dict[str, float]:
+    """Median seconds per RL step over every cell of a run: the whole step and each `time/` phase."""
+    phases = defaultdict(list)
+    for metrics in sorted((out / "cells").glob("*/train/metrics.jsonl")):
+        for line in metrics.read_text().splitlines():
+            times = {key.removeprefix("time/"): value for key, value in json.loads(line).items() if key.startswith("time/")}
+            if times:
+                phases["step"].append(sum(times.values()))
+                for phase, value in times.items():
+                    phases[phase].append(value)
+    return {phase: statistics.median(values) for phase, values in phases.items()}
 
 
 def dag(folder: Path, configfile: str) -> tuple[dict[int, tuple[str, list[str]]], list[tuple[int, int]]]:
@@ -91,21 +112,22 @@ def benchmark_file(bench: Path, rule: str, values: list[str]) -> Path | None:
 
 
 def summarise(folder: Path, configfile: str) -> dict:
-    """Summed job seconds, seconds per rule and the critical path of a finished run in `folder`."""
-    bench = folder / "results" / "benchmarks"
+    """Summed job seconds, seconds and peak memory per rule, the critical path and the RL step's
+    phases of a finished run in `folder`."""
+    out = folder / results_root(yaml.safe_load((folder / configfile).read_text()))
+    bench = out / "benchmarks"
     nodes, edges = dag(folder, configfile)
     parents = defaultdict(list)
     for source, target in edges:
         parents[target].append(source)
-    seconds = {}
+    seconds, rss = {}, {}
     for node, (rule, values) in nodes.items():
-        # a job whose label names no wildcard (evaluate) is found by its inputs' wildcard values
-        inherited = [v for parent in parents[node] for v in nodes[parent][1]]
-        tsv = benchmark_file(bench, rule, values or inherited)
-        seconds[node] = job_seconds(tsv) if tsv else 0.0
-    per_rule = defaultdict(float)
+        tsv = benchmark_file(bench, rule, _wildcard_values(node, nodes, parents))
+        seconds[node], rss[node] = job_cost(tsv) if tsv else (0.0, 0.0)
+    per_rule, peak_rss = defaultdict(float), defaultdict(float)
     for node, (rule, _) in nodes.items():
         per_rule[rule] += seconds[node]
+        peak_rss[rule] = max(peak_rss[rule], rss[node])
     finish, best_parent = {}, {}
     for node in _topological(nodes, parents):
         start = max((finish[p] for p in parents[node]), default=0.0)
@@ -116,7 +138,22 @@ def summarise(folder: Path, configfile: str) -> dict:
         path.append(node)
         node = best_parent[node]
     chain = [f"{nodes[n][0]} {seconds[n]:.0f}s" for n in reversed(path) if seconds[n] > 0]
-    return {"sum": sum(seconds.values()), "critical": max(finish.values()), "per_rule": dict(per_rule), "path": chain, "jobs": len(nodes)}
+    return {
+        "sum": sum(seconds.values()),
+        "critical": max(finish.values()),
+        "per_rule": dict(per_rule),
+        "peak_rss": dict(peak_rss),
+        "path": chain,
+        "jobs": len(nodes),
+        "step": step_phases(out),
+    }
+
+
+def _wildcard_values(node: int, nodes: dict, parents: dict) -> list[str]:
+    """A job's wildcard values; for one whose label names none (train, evaluate: their cell comes
+    through the settings file), those of its nearest ancestors that name some."""
+    values = nodes[node][1]
+    return values or [value for parent in parents[node] for value in _wildcard_values(parent, nodes, parents)]
 
 
 def _topological(nodes: dict, parents: dict) -> list[int]:
@@ -137,7 +174,10 @@ def _topological(nodes: dict, parents: dict) -> list[int]:
 def print_summary(label: str, summary: dict, wall: float | None = None) -> None:
     print(f"\n{label}: {summary['jobs']} jobs, summed job time {summary['sum']:.0f} s, critical path {summary['critical']:.0f} s" + (f", wall {wall:.0f} s" if wall else ""))
     print("critical path: " + " → ".join(summary["path"]))
-    print(markdown_table(["rule", "summed s"], sorted(([r, s] for r, s in summary["per_rule"].items()), key=lambda row: -row[1])))
+    rules = sorted(summary["per_rule"], key=lambda rule: -summary["per_rule"][rule])
+    print(markdown_table(["rule", "summed s", "peak RSS MB"], [[r, summary["per_rule"][r], summary["peak_rss"][r]] for r in rules]))
+    if summary["step"]:
+        print("\nmedian seconds per RL step over the cells' steps: " + ", ".join(f"{k} {v:.1f}" for k, v in summary["step"].items()))
 
 
 def main() -> None:
