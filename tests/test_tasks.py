@@ -128,6 +128,21 @@ def test_prepare_math_fixture_uses_the_paper_prompt(tmp_path):
     assert read_split(tmp_path / "c" / "train.jsonl")[0]["prompt"].endswith(" Box it.")
 
 
+def test_shots_go_into_every_row_and_the_manifest(tmp_path):
+    shots = [{"user": "What is 1 plus 1?", "assistant": "\\boxed{2}"}]
+    manifest = prepare("arith-spoken", tmp_path / "s", sizes={"train": 3, "test": 2}, shots=shots)
+    assert manifest["shots"] == shots and json.loads((tmp_path / "s" / "manifest.json").read_text())["shots"] == shots
+    assert [row["shots"] for row in read_split(tmp_path / "s" / "train.jsonl")] == [shots] * 3
+    assert prepare("arith", tmp_path / "z", sizes={"train": 2, "test": 2})["shots"] == []
+    assert "shots" not in read_split(tmp_path / "z" / "train.jsonl")[0]
+    with pytest.raises(ValueError, match="shots: must be a list of"):
+        prepare("arith", tmp_path / "bad", sizes={"train": 2, "test": 2}, shots=[{"user": "q", "assistant": 2}])
+    command = [sys.executable, "-m", "klrl", "prepare-data", "--task", "arith", "--out", str(tmp_path / "cli"), "--train-size", "2", "--test-size", "2"]
+    refused = subprocess.run([*command, "--shots", "[{not json"], capture_output=True, text=True)
+    assert refused.returncode == 2 and "argument --shots: not JSON" in refused.stderr
+    assert not (tmp_path / "cli").exists()
+
+
 def test_prepare_rejects_sizes_for_a_split_the_task_lacks(tmp_path):
     with pytest.raises(ValueError, match="has no split \\['train'\\]"):
         prepare("mmlu-college-biology", tmp_path, sizes={"train": 3}, source="fixture")
@@ -140,6 +155,7 @@ def test_prepare_rejects_sizes_for_a_split_the_task_lacks(tmp_path):
         ("[1, 2]", "bad.jsonl:2: a row must be a JSON object"),
         ('{"id": "x", "problem": "p", "prompt": "p", "meta": {}}', "bad.jsonl:2: field 'answer' must be a str"),
         ('{"id": "x", "problem": "p", "prompt": "p", "answer": 3, "meta": {}}', "field 'answer' must be a str, got 3"),
+        ('{"id": "x", "problem": "p", "prompt": "p", "answer": "2", "meta": {}, "shots": [{"user": "q"}]}', "bad.jsonl:2: field 'shots': must be a list of"),
     ],
 )
 def test_a_malformed_row_is_named_by_file_and_line(tmp_path, line, message):
