@@ -3,7 +3,8 @@
 The TaskManager indexes only `lm_eval_tasks/` (this project's tasks, not lm-eval's thousands),
 and every task of a model runs in the same call, so the model loads once. The metric is the
 paper's: pass@1 = the mean reward of `samples` completions per problem at temperature 1.0 and
-top-p 1.0; `greedy` decodes once per problem at temperature 0 instead.
+top-p 1.0; `greedy` decodes once per problem at temperature 0 instead. A task whose prepared data
+has shots gets them as earlier chat turns (multi-turn few-shot), where the trainer puts them.
 
 Timing splits the wall time into import, model load, task load (index + data), generation
 (time inside the backend's `generate_until`) and the rest of `simple_evaluate` (request

@@ -1,5 +1,5 @@
-"""Prompts in and out of the model: which prompts each step trains on, how a prompt becomes a
-chat turn, and which tokens end the model's turn.
+"""Prompts in and out of the model: which prompts each step trains on, how a prepared row becomes
+a chat (its shots as earlier turns, then its prompt), and which tokens end the model's turn.
 
 Because the batch of step t is computed from (seed, t) alone, a resumed run sees exactly
 the data an uninterrupted one would; the checkpoint records the position for reference.
