@@ -10,7 +10,7 @@ Figures read only results/tables/ (written by `klrl aggregate`) and write <name>
 - a seed that diverged ends in ×; a configuration whose every seed diverged says so in its legend
   entry (`all seeds diverged`), one with no results at all says `missing`;
 - NaN values are dropped point by point and counted in the x label, so nothing disappears silently;
-- the figure's title states the claim it tests; `text_overlaps` checks that no text collides.
+- the figure's title states the claim it tests, marked "Claim tested:"; `text_overlaps` checks that no text collides.
 """
 
 from __future__ import annotations
@@ -81,8 +81,9 @@ def read_curves(tables: Path) -> pd.DataFrame:
 
 
 def title(figure, claim: str, note: str = "", width: int = 100) -> None:
-    """The figure's title: the claim, wrapped at `width` characters, then a note on how to read it."""
-    figure.suptitle(textwrap.fill(claim, width) + (f"\n{note}" if note else ""), fontsize=10)
+    """The figure's title: the claim it tests, marked as such (the data may not bear it out: the
+    claims table says whether they do), wrapped at `width` characters, then a note on how to read it."""
+    figure.suptitle(textwrap.fill(f"Claim tested: {claim}", width) + (f"\n{note}" if note else ""), fontsize=10)
 
 
 def _visible_tick_labels(axis, limits) -> list:
