@@ -240,3 +240,33 @@ def test_the_paper_grid_in_miniature_runs_end_to_end(tmp_path):
     tasks = set(scores["task"])
     assert {"math", "mmlu-college-physics", "mmlu-college-chemistry", "mmlu-college-biology", "countdown"} <= tasks
     assert len(list((out / "figures").glob("*.png"))) == 8
+
+
+@pytest.mark.slow
+def test_the_smollm2_study_in_miniature_trains_and_evaluates_an_on_and_an_off_policy_cell(tmp_path):
+    """config/smollm2.yaml with config/overlays/smollm2-mini.yaml: the converted SmolLM2, its
+    spoken tasks with their shots, and an on-policy and an off-policy cell through training and
+    lm-eval (3 RL steps each, so the off-policy cell's stale policy lags for real)."""
+    folder = copy_workflow(tmp_path)
+    configs = ("--configfile", "config/smollm2.yaml", "config/overlays/smollm2-mini.yaml")
+    mini = load_config("smollm2")
+    from snakemake.utils import update_config
+
+    update_config(mini, yaml.safe_load((ROOT / "config" / "overlays" / "smollm2-mini.yaml").read_text()))
+    cells = expand_grid(mini)
+    chosen = [next(cell for cell in cells.values() if cell.policy == policy and cell.kl == "k1-reward") for policy in ("on", "off")]
+    out = folder / "results" / "smollm2-mini"
+    targets = [str((out / "cells" / cell.id / "eval" / "results.json").relative_to(folder)) for cell in chosen]
+    result = snakemake(folder, "--cores", "2", *targets, *configs, timeout=1800)
+    assert result.returncode == 0, result.stderr[-5000:]
+    shots = mini["data"]["arith-spoken"]["shots"]
+    for cell in chosen:
+        status = yaml.safe_load((out / "cells" / cell.id / "train" / "status.json").read_text())
+        assert (status["status"], status["step"]) == ("completed", 3)
+        steps = [json.loads(line) for line in (out / "cells" / cell.id / "train" / "metrics.jsonl").read_text().splitlines()]
+        assert [row["step"] for row in steps] == [0, 1, 2, 3]
+        results = json.loads((out / "cells" / cell.id / "eval" / "results.json").read_text())
+        assert set(results["tasks"]) == {"arith-spoken", "arith-long-spoken"}
+        samples = [json.loads(line) for line in (out / "cells" / cell.id / "eval" / "samples" / "arith-spoken.jsonl").read_text().splitlines()]
+        assert len(samples) == 3 and all(shots[1]["assistant"] in sample["prompt"] for sample in samples)
+    assert chosen[1].train["async_lag"] == 2
