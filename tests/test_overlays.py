@@ -5,9 +5,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from snakemake.utils import update_config
-
 from klrl.grid import expand_grid, job_resources
+from workflow_helpers import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,10 +66,8 @@ def test_an_overlay_sets_only_scale_keys(name):
 
 
 def test_the_cpu_miniature_keeps_every_group_and_axis_of_the_paper_grid():
-    paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
-    mini = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
-    update_config(mini, yaml.safe_load((ROOT / "config" / "overlays" / "cpu-mini.yaml").read_text()))
-    paper_cells, mini_cells = expand_grid(paper), expand_grid(mini)
+    mini = load_config("paper", overlay="cpu-mini")
+    paper_cells, mini_cells = expand_grid(load_config("paper")), expand_grid(mini)
     assert _grid_axes(mini_cells) == _grid_axes(paper_cells)
     for cell in mini_cells.values():
         original = next(c for c in paper_cells.values() if (c.group, c.kl, c.beta, c.seed) == (cell.group, cell.kl, cell.beta, cell.seed))

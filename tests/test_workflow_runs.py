@@ -222,11 +222,7 @@ def test_the_paper_grid_in_miniature_runs_end_to_end(tmp_path):
     assert set(train_commands(dry.stdout)) == {"torchrun --standalone --nproc_per_node 2 -m klrl"}
     result = snakemake(folder, "--cores", "2", "--keep-going", *configs, timeout=3600)
     assert result.returncode == 0, result.stderr[-5000:]
-    mini = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
-    from snakemake.utils import update_config
-
-    update_config(mini, yaml.safe_load((ROOT / "config" / "overlays" / "cpu-mini.yaml").read_text()))
-    cells = expand_grid(mini)
+    cells = expand_grid(load_config("paper", overlay="cpu-mini"))
     out = folder / "results" / "paper-cpu-mini"
     scores = pd.read_csv(out / "tables" / "scores.csv")
     assert set(scores["cell"]) == set(cells)
@@ -249,10 +245,7 @@ def test_the_smollm2_study_in_miniature_trains_and_evaluates_an_on_and_an_off_po
     lm-eval (3 RL steps each, so the off-policy cell's stale policy lags for real)."""
     folder = copy_workflow(tmp_path)
     configs = ("--configfile", "config/smollm2.yaml", "config/overlays/smollm2-mini.yaml")
-    mini = load_config("smollm2")
-    from snakemake.utils import update_config
-
-    update_config(mini, yaml.safe_load((ROOT / "config" / "overlays" / "smollm2-mini.yaml").read_text()))
+    mini = load_config("smollm2", overlay="smollm2-mini")
     cells = expand_grid(mini)
     chosen = [next(cell for cell in cells.values() if cell.policy == policy and cell.kl == "k1-reward") for policy in ("on", "off")]
     out = folder / "results" / "smollm2-mini"

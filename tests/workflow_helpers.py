@@ -14,8 +14,15 @@ WORKFLOW_FILES = ("Snakefile", "workflow/rules", "workflow/schemas", "workflow/r
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 
 
-def load_config(name: str) -> dict:
-    return yaml.safe_load((ROOT / "config" / f"{name}.yaml").read_text())
+def load_config(name: str, overlay: str | None = None) -> dict:
+    """config/<name>.yaml, with config/overlays/<overlay>.yaml merged over it as Snakemake merges
+    a second --configfile."""
+    config = yaml.safe_load((ROOT / "config" / f"{name}.yaml").read_text())
+    if overlay:
+        from snakemake.utils import update_config
+
+        update_config(config, yaml.safe_load((ROOT / "config" / "overlays" / f"{overlay}.yaml").read_text()))
+    return config
 
 
 def copy_workflow(folder: Path) -> Path:
