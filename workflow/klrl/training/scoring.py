@@ -21,8 +21,8 @@ def completion_logits(model, rollout: Rollout, temperature: float = 1.0, device:
     mask = rollout.attention_mask.to(device)
     length = rollout.completion_ids.shape[1]
     # Only the last length + 1 positions' logits are computed: the prompt's other positions predict
-    # prompt tokens, and the output layer over them (a vocabulary-wide matmul and a (B, prompt, V)
-    # tensor) was most of the memory and a fifth of the time of a real model's scoring.
+    # prompt tokens, and the output layer over them is a vocabulary-wide matmul per position and a
+    # (B, prompt, V) float32 tensor (about 1 GB for SmolLM2 at 32 sequences of 170 tokens).
     out = model(input_ids=rollout.input_ids.to(device), attention_mask=mask, position_ids=position_ids(mask), logits_to_keep=length + 1)
     logits = out.logits[:, :length].float()
     return logits / temperature if temperature > 0 else logits
