@@ -10,7 +10,7 @@ klrl.training.vllm_backend) takes those of optimizer step `version` from the mod
 The `hf` backend runs its own KV-cache decoding loop (prefill once, then one token per step
 for every unfinished sequence) with temperature and top-p; on the tiny model it is faster
 than `model.generate`, and it takes the generator that `generate` does not. The prefill runs
-each distinct prompt once (`prefill`): the G samples of a prompt share its key/value cache,
+each distinct prompt once (`prompt_cache`, which scoring uses too): the G samples of a prompt share its key/value cache,
 which then lives in buffers sized for the whole completion (`PreallocatedLayer`), so that a
 decoding step writes one position instead of copying the cache. Its `broadcast` hook sees each
 step's sampled tokens: processes that sample the same batch in lockstep (FSDP) pass a broadcast
@@ -75,7 +75,7 @@ def next_token_distribution(logits: torch.Tensor, temperature: float, top_p: flo
     return probs
 
 
-def prefill(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> tuple[torch.Tensor, DynamicCache]:
+def prompt_cache(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> tuple[torch.Tensor, DynamicCache]:
     """Run each distinct prompt (row of ids and mask) through `model` once, on its device.
 
     Returns the logits at the last prompt position (B, V) and the key/value cache, both with
@@ -86,7 +86,11 @@ def prefill(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> tuple
     unique, rows = torch.unique(torch.cat([prompt_ids, prompt_mask], dim=1), dim=0, return_inverse=True)
     ids, mask = unique[:, :width], unique[:, width:]
     cache = DynamicCache()
-    out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask), cache=cache, logits_to_keep=1)
+    # The last position by index, not by slice: the lm_head then sees a contiguous input, so
+    # torch's matmul takes the same kernel whether or not the weights require grad (a strided
+    # (U, 1, d) input is folded into one matmul only when they do not: ulp-level differences).
+    last = torch.tensor([width - 1], device=ids.device)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask), cache=cache, logits_to_keep=last)
     cache.batch_select_indices(rows)
     return out.logits[rows, -1], cache
 
@@ -134,7 +138,7 @@ class HFSampler:
         """Completions of every prompt (processes in lockstep sample them all); the rollout of `rows`."""
         device = next(model.parameters()).device
         prompt_ids, prompt_mask = left_pad(prompts, self.pad_id)
-        logits, cache = prefill(model, prompt_ids.to(device), prompt_mask.to(device))
+        logits, cache = prompt_cache(model, prompt_ids.to(device), prompt_mask.to(device))
         width = prompt_ids.shape[1]
         cache.layers = [PreallocatedLayer(layer, width + self.max_new_tokens) for layer in cache.layers]
         batch = len(prompts)

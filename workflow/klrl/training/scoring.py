@@ -1,7 +1,8 @@
 """Log-probabilities of sampled completions, and exact per-token distribution statistics.
 
 `completion_logits` runs a model over prompt + completion and returns the logits that
-predict each completion token; `token_logp` picks the sampled tokens' log-probs from them.
+predict each completion token (each distinct prompt computed once); `token_logp` picks the
+sampled tokens' log-probs from them.
 Logits are divided by the sampling temperature, so the log-probs are those of the
 distribution the tokens were drawn from (top-p truncation aside).
 """
@@ -10,21 +11,42 @@ from __future__ import annotations
 
 import torch
 
-from klrl.training.sampling import Rollout, position_ids
+from klrl.training.sampling import Rollout, position_ids, prompt_cache
 
 
-def completion_logits(model, rollout: Rollout, temperature: float = 1.0, device: torch.device | None = None) -> torch.Tensor:
+def completion_logits(
+    model, rollout: Rollout, temperature: float = 1.0, device: torch.device | None = None, share_prompts: bool = True
+) -> torch.Tensor:
     """(B, L, V) float32 logits predicting completion token t from everything before it,
     on `device`: where the model computes, by default its parameters' device (a model whose
-    FSDP shards are offloaded to the CPU computes elsewhere)."""
+    FSDP shards are offloaded to the CPU computes elsewhere).
+
+    With `share_prompts` each distinct prompt runs once (`prompt_cache`) and the completions
+    attend to its cached keys and values: the G samples of a group share one prompt forward,
+    and its backward. The policy, the reference and μ are scored by the same call, so two
+    models with equal weights give equal log-probs bit for bit. Without it (activation
+    checkpointing, which cannot keep a cache: transformers drops it) each row runs whole.
+    """
     device = device or next(model.parameters()).device
     mask = rollout.attention_mask.to(device)
     length = rollout.completion_ids.shape[1]
-    # Only the last length + 1 positions' logits are computed: the prompt's other positions predict
-    # prompt tokens, and the output layer over them is a vocabulary-wide matmul per position and a
-    # (B, prompt, V) float32 tensor (about 1 GB for SmolLM2 at 32 sequences of 170 tokens).
-    out = model(input_ids=rollout.input_ids.to(device), attention_mask=mask, position_ids=position_ids(mask), logits_to_keep=length + 1)
-    logits = out.logits[:, :length].float()
+    if not share_prompts:
+        # Only the positions that predict completion tokens reach the output layer (a
+        # vocabulary-wide matmul per position); by index, as in `prompt_cache`.
+        width = rollout.prompt_ids.shape[1]
+        keep = torch.arange(width - 1, width + length - 1, device=device)
+        out = model(input_ids=rollout.input_ids.to(device), attention_mask=mask, position_ids=position_ids(mask), logits_to_keep=keep)
+        logits = out.logits.float()
+    else:
+        first, cache = prompt_cache(model, rollout.prompt_ids.to(device), rollout.prompt_mask.to(device))
+        logits = first[:, None].float()
+        if length > 1:  # completion tokens 0 … L−2 predict tokens 1 … L−1
+            width = rollout.prompt_ids.shape[1]
+            visible = mask[:, : width + length - 1]
+            positions = position_ids(visible)[:, width:]
+            tokens = rollout.completion_ids[:, : length - 1].to(device)
+            out = model(input_ids=tokens, attention_mask=visible, position_ids=positions, cache=cache)
+            logits = torch.cat([logits, out.logits.float()], dim=1)
     return logits / temperature if temperature > 0 else logits
 
 

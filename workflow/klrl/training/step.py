@@ -2,6 +2,7 @@
 
 One path for every setting (`Learner.learn`):
  1. score      log-probs of the sampled tokens under πθ (pre-update), πref and μ (off-policy),
+               each distinct prompt computed once for its G samples (`completion_logits`),
                micro-batch by micro-batch without gradient (with it, and kept, when the step is
                one update of one piece: then the update reuses that forward);
  2. advantages from the penalised rewards, once for the batch (`klrl.loss.penalised_advantages`);
@@ -110,16 +111,22 @@ class Learner:
         return Scores(logp.detach(), ref_logp, behaviour_logp, exact, graph=logp if keep_graph else None)
 
     def score_rows(self, rollout: Rollout, keep_graph: bool) -> tuple:
-        temperature, tokens, device = self.config.temperature, rollout.completion_ids, self.device
+        tokens = rollout.completion_ids
         with torch.no_grad():
-            ref_logits = completion_logits(self.reference, rollout, temperature, device)
+            ref_logits = self.logits(self.reference, rollout)
             behaviour_logp = None
             if self.behaviour is not None:
-                behaviour_logp = token_logp(completion_logits(self.behaviour, rollout, temperature, device), tokens)
+                behaviour_logp = token_logp(self.logits(self.behaviour, rollout), tokens)
         with torch.enable_grad() if keep_graph else torch.no_grad():
-            logits = completion_logits(self.policy, rollout, temperature, device)
+            logits = self.logits(self.policy, rollout)
         exact = distribution_stats(logits, ref_logits, rollout.completion_mask.float())
         return token_logp(logits, tokens), token_logp(ref_logits, tokens), behaviour_logp, exact
+
+    def logits(self, model, rollout: Rollout) -> torch.Tensor:
+        """`model`'s logits of the rollout's completion tokens: one call for πθ, πref and μ, each
+        distinct prompt computed once unless activation checkpointing (which keeps no cache) is on."""
+        share = not self.config.activation_checkpointing
+        return completion_logits(model, rollout, self.config.temperature, self.device, share_prompts=share)
 
     def diagnostics(self, scores: Scores, rewards: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor) -> dict:
         """The step's metrics before the update, computed once for the batch."""
@@ -162,8 +169,7 @@ class Learner:
                 logp = scores.graph
             else:
                 part = rollout.apply(lambda tensor: tensor[rows])
-                logits = completion_logits(self.policy, part, self.config.temperature, self.device)
-                logp = token_logp(logits, part.completion_ids)
+                logp = token_logp(self.logits(self.policy, part), part.completion_ids)
             parts = update_loss(self.loss, logp, scores.ref_logp[rows], anchor[rows], adv[rows], mask[rows], denominator)
             (parts.policy + parts.kl).backward()
             policy_loss, kl_loss = policy_loss + parts.policy.item(), kl_loss + parts.kl.item()
