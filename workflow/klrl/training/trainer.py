@@ -286,7 +286,7 @@ class Trainer:
             load_local_state(self.behaviour, self.history[0])
             actor, version = self.behaviour, max(0, self.step - self.config.async_lag)
         group = [row for row in rows for _ in range(self.config.group_size)]
-        prompts = encode_prompts(self.tokenizer, group)
+        prompts = [ids for ids in encode_prompts(self.tokenizer, rows) for _ in range(self.config.group_size)]  # a chat template per prompt, not per sample
         actor.eval()
         self.sampler.sync(actor, version)
         rollout = self.sampler.sample(actor, prompts, seeded_generator(self.config.seed, "rollout", self.step), self.rows)
