@@ -78,8 +78,12 @@ def train(args: argparse.Namespace, settings: dict, out: Path) -> Path:
     return folder
 
 
+PHASES = ("generate", "score", "backward", "optimizer")
+
+
 def summary(folder: Path, rows: int) -> dict:
-    """Median step time (steps after the first), generated tokens/s, peak memory (GiB)."""
+    """Median step time and per phase (steps after the first: the first one warms the kernels
+    up), generated tokens/s, peak memory (GiB)."""
     records = [r for r in read_metrics(folder / "metrics.jsonl") if "loss/total" in r]
     timed = records[1:] or records
     seconds = [sum(v for k, v in r.items() if k.startswith("time/")) for r in timed]
@@ -87,6 +91,7 @@ def summary(folder: Path, rows: int) -> dict:
     return {
         "steps": len(records),
         "step_seconds": statistics.median(seconds),
+        "phase_seconds": {phase: statistics.median(r.get(f"time/{phase}", 0.0) for r in timed) for phase in PHASES},
         "generated_tokens_per_second": sum(tokens) / sum(seconds),
         "peak_gpu_memory_gib": max((r.get("memory/allocated_gib_max", float("nan")) for r in records), default=float("nan")),
         "final_loss": records[-1]["loss/total"],
@@ -117,6 +122,8 @@ def main(argv: list[str] | None = None) -> None:
     result = summary(folder, args.prompts * args.group_size)
     print(f"gpu_check: {args.model} on {args.gpus} × {args.device}, bf16, activation checkpointing, {result['steps']} steps")
     print(f"  step time (median)        {result['step_seconds']:.3f} s")
+    for phase, seconds in result["phase_seconds"].items():  # where the step's time goes
+        print(f"    {phase:<23} {seconds:.3f} s ({100 * seconds / result['step_seconds']:.0f}%)")
     print(f"  generated tokens / s      {result['generated_tokens_per_second']:.0f}")
     print(f"  peak GPU memory / process {result['peak_gpu_memory_gib']:.2f} GiB")
     print(f"  final loss                {result['final_loss']:.4f}")

@@ -187,6 +187,8 @@ def test_the_gpu_check_fails_cleanly_without_cuda_and_runs_on_cpus(tmp_path, rep
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert "step time (median)" in result.stdout and "generated tokens / s" in result.stdout
+    shares = [int(line.rsplit("(", 1)[1].rstrip("%)")) for line in result.stdout.splitlines() if line.strip().split(" ")[0] in ("generate", "score", "backward", "optimizer")]
+    assert len(shares) == 4 and 90 <= sum(shares) <= 102, result.stdout  # the phases make up the step
 
 
 @pytest.mark.slow  # torchrun: two processes
