@@ -19,6 +19,7 @@ from rank 0, so that no floating-point difference between them can split them.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -75,6 +76,14 @@ def next_token_distribution(logits: torch.Tensor, temperature: float, top_p: flo
     return probs
 
 
+def with_cache(model, cache: DynamicCache) -> dict:
+    """The keyword argument that passes `cache` to the model's forward: `cache` in the
+    transformers of the main venv (5.24, where `past_key_values` is deprecated), `past_key_values`
+    in the 5.19 that vLLM pins, which would take `cache` silently into **kwargs and ignore it."""
+    name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    return {name: cache}
+
+
 def prompt_cache(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> tuple[torch.Tensor, DynamicCache]:
     """Run each distinct prompt (row of ids and mask) through `model` once, on its device.
 
@@ -90,7 +99,7 @@ def prompt_cache(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> 
     # torch's matmul takes the same kernel whether or not the weights require grad (a strided
     # (U, 1, d) input is folded into one matmul only when they do not: ulp-level differences).
     last = torch.tensor([width - 1], device=ids.device)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask), cache=cache, logits_to_keep=last)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask), logits_to_keep=last, **with_cache(model, cache))
     cache.batch_select_indices(rows)
     return out.logits[rows, -1], cache
 
@@ -148,6 +157,7 @@ class HFSampler:
         positions = prompt_mask.to(device).sum(-1, keepdim=True)
         length = self.max_new_tokens
         stops = torch.tensor(self.stop_ids, device=device)
+        cached = with_cache(model, cache)
         for step in range(self.max_new_tokens):
             if self.temperature == 0:
                 token = logits.argmax(-1)
@@ -163,7 +173,7 @@ class HFSampler:
                 length = step + 1
                 break
             mask = full_mask[:, : width + step + 1]
-            logits = model(input_ids=token[:, None], attention_mask=mask, position_ids=positions + step, cache=cache).logits[:, -1]
+            logits = model(input_ids=token[:, None], attention_mask=mask, position_ids=positions + step, **cached).logits[:, -1]
         tokens = tokens[:, :length].cpu()
         return Rollout(prompt_ids, prompt_mask, tokens, completion_mask(tokens, self.stop_ids)).apply(lambda tensor: tensor[rows])
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from klrl.training.sampling import Rollout, position_ids, prompt_cache
+from klrl.training.sampling import Rollout, position_ids, prompt_cache, with_cache
 
 
 def completion_logits(
@@ -45,7 +45,7 @@ def completion_logits(
             visible = mask[:, : width + length - 1]
             positions = position_ids(visible)[:, width:]
             tokens = rollout.completion_ids[:, : length - 1].to(device)
-            out = model(input_ids=tokens, attention_mask=visible, position_ids=positions, cache=cache)
+            out = model(input_ids=tokens, attention_mask=visible, position_ids=positions, **with_cache(model, cache))
             logits = torch.cat([logits, out.logits.float()], dim=1)
     return logits / temperature if temperature > 0 else logits
 
