@@ -203,7 +203,7 @@ def test_metrics_keep_whole_records_and_cut_a_torn_tail(tmp_path):
         MetricsLog(path, keep_steps_below=3).append({"step": 3, "x": 1.0})
     assert path.read_text() == "".join(lines[:3]) + json.dumps({"step": 3, "x": 1.0}) + "\n"
     path.write_text(lines[0] + "garbage\n" + lines[2])
-    with pytest.raises(ValueError, match=r"metrics\.jsonl:2: not a metrics record"):
+    with pytest.raises(ValueError, match=r"metrics\.jsonl:2: not valid JSON"):
         read_metrics(path)
 
 

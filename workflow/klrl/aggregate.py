@@ -40,6 +40,7 @@ import pandas as pd
 import yaml
 
 from klrl.behaviour import LABELS, classify
+from klrl.files import read_jsonl
 from klrl.grid import parse_cell_id
 from klrl.stats import bootstrap_mean_ci
 from klrl.verdicts import COLUMNS as CLAIM_COLUMNS, VARIANCE_COLUMNS, claim_rows, variance_rows
@@ -64,8 +65,7 @@ def _per_problem(samples: Path) -> pd.Series | None:
     """Per-problem pass@1 of one evaluation set, indexed by problem id."""
     if not samples.is_file():
         return None
-    records = [json.loads(line) for line in samples.read_text().splitlines() if line.strip()]
-    return pd.Series({record["id"]: record["pass@1"] for record in records}, dtype=float)
+    return pd.Series({record["id"]: record["pass@1"] for _, record, _ in read_jsonl(samples)}, dtype=float)
 
 
 class Results:

@@ -28,6 +28,7 @@ import subprocess
 from pathlib import Path
 
 from klrl.config_check import tracking_uri_problem
+from klrl.files import write_atomic
 from klrl.grid import parse_cell_id
 
 KEY_TAG = "klrl.key"
@@ -114,7 +115,7 @@ def track_grid(experiment: str, uri: str | None, keys: list[str], out: Path, gro
                 client.update_run(runs[key], status="SCHEDULED")  # RUNNING once its job starts
         record = {"tracking_uri": uri, "experiment_id": experiment_id, "runs": runs}
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2) + "\n")
+    write_atomic(out, json.dumps(record, indent=2) + "\n")
     return record
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from klrl import __version__
 from klrl.evaluation.harness import BACKENDS, Decoding, check_model, evaluate, lm_eval_task_name
+from klrl.files import write_atomic, write_jsonl
 from klrl.folder_lock import hold_lock
 from klrl.tasks import TASKS
 from klrl.tasks.data import MAX_ANSWER_CHARS, MAX_PROMPT_TOKENS, RowLimits, read_manifest, read_split
@@ -67,9 +68,7 @@ def sample_records(results: dict, task: str) -> list[dict]:
 
 
 def _write_json(path: Path, value: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
-    tmp.replace(path)
+    write_atomic(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
 def write_outputs(out: Path, results: dict, tasks: list[str], data_dir: Path, record: dict) -> dict:
@@ -80,10 +79,7 @@ def write_outputs(out: Path, results: dict, tasks: list[str], data_dir: Path, re
     samples_dir.mkdir(parents=True, exist_ok=True)
     scores = {}
     for task in tasks:
-        records = sample_records(results, task)
-        with (samples_dir / f"{task}.jsonl").open("w") as handle:
-            for line in records:
-                handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+        write_jsonl(samples_dir / f"{task}.jsonl", sample_records(results, task))
         manifest = read_manifest(data_dir / task)
         scores[task] = task_scores(results, task) | {
             "samples": record["decoding"]["samples"],

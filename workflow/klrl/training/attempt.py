@@ -29,6 +29,7 @@ from pathlib import Path
 
 import yaml
 
+from klrl.files import write_atomic
 from klrl.track_grid import KEY_TAG, run_tags, source_commit
 from klrl.training.checkpoint import NAME, PREVIOUS
 from klrl.training.config import TrainConfig, load_config
@@ -86,11 +87,9 @@ def begin_attempt(folder: Path, config: TrainConfig) -> Path | None:
 
 
 def write_config(folder: Path, config: TrainConfig) -> None:
-    """The resolved config.yaml, written to a temporary name and renamed: whole or absent."""
+    """The resolved config.yaml, whole or absent."""
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / "config.yaml.tmp"
-    tmp.write_text(yaml.safe_dump(config.to_dict(), sort_keys=True))
-    tmp.replace(folder / "config.yaml")
+    write_atomic(folder / "config.yaml", yaml.safe_dump(config.to_dict(), sort_keys=True))
 
 
 def _read_record(path: Path, runs: dict) -> dict | None:
@@ -143,7 +142,7 @@ def attempt_tracker(folder: Path, config: TrainConfig, runs_file: Path, key: str
         run_id = client.create_run(runs["experiment_id"], run_name=key, tags=tags).info.run_id
     folder.mkdir(parents=True, exist_ok=True)
     record = {"run_id": run_id, "attempt": attempt, "tracking_uri": runs["tracking_uri"], "experiment_id": runs["experiment_id"]}
-    (folder / RUN_RECORD).write_text(json.dumps(record, indent=2) + "\n")
+    write_atomic(folder / RUN_RECORD, json.dumps(record, indent=2) + "\n")
     for number, old_id in enumerate(earlier, 1):
         _mark_superseded(client, old_id, run_id, key, number)
     tags = {"klrl.attempt": attempt, "klrl.attempt_number": str(len(earlier) + 1), "klrl.status": "running"}

@@ -18,6 +18,8 @@ import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
+from klrl.files import read_jsonl, write_atomic
+
 
 class MetricsLog:
     """metrics.jsonl, append-only: each record is one line written whole with a single write.
@@ -43,22 +45,12 @@ def _parse_metrics(path: Path) -> list[tuple[dict, int]]:
     """Each whole record of metrics.jsonl with its size in bytes, in file order (records are in
     step order, so a prefix of the file is a prefix of the list). A torn last line (no newline,
     or not a record) is dropped with a warning; a bad line elsewhere is an error naming it."""
-    *lines, tail = Path(path).read_bytes().split(b"\n")
-    records = []
-    for line_no, line in enumerate(lines, 1):
-        try:
-            record = json.loads(line)
-            if not isinstance(record, dict) or not isinstance(record.get("step"), int):
-                raise ValueError("no integer step")
-        except ValueError as error:
-            if line_no == len(lines) and not tail:
-                warnings.warn(f"{path}:{line_no}: torn last line (an interrupted write), dropped", stacklevel=3)
-                break
-            raise ValueError(f"{path}:{line_no}: not a metrics record ({error})") from None
-        records.append((record, len(line) + 1))
-    if tail:
-        warnings.warn(f"{path}:{len(lines) + 1}: torn last line (an interrupted write), dropped", stacklevel=3)
-    return records
+    return [(line.record, line.size) for line in read_jsonl(path, check=_check_step, torn_tail=True)]
+
+
+def _check_step(record: dict) -> None:
+    if not isinstance(record.get("step"), int):
+        raise ValueError("not a metrics record (no integer step)")
 
 
 def read_metrics(path: Path) -> list[dict]:
@@ -181,13 +173,7 @@ STATUSES = ("completed", "diverged")
 def write_status(folder: Path, status: str, step: int, reason: str = "") -> None:
     """status.json, written to a temporary name, flushed and renamed: whole or absent."""
     record = {"status": status, "step": step, "reason": reason}
-    path = Path(folder) / "status.json"
-    tmp = path.with_suffix(".json.tmp")
-    with tmp.open("w") as handle:
-        handle.write(json.dumps(record, indent=2) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    tmp.replace(path)
+    write_atomic(Path(folder) / "status.json", json.dumps(record, indent=2) + "\n", durable=True)
 
 
 def read_status(folder: Path) -> dict | None:
