@@ -3,7 +3,7 @@
 Figures read only results/tables/ (written by `klrl aggregate`) and write <name>.png and
 <name>.pdf under --out. Conventions, the same in every figure:
 
-- colour: one per KL configuration (PALETTE; an unknown name is an error, never a silent black);
+- colour: one per KL configuration (klrl.estimators.STANDARD_CONFIGS; an unknown name is an error, never a silent black);
 - line style: one per β, from the largest β of the grid (solid) down (dashed, dotted, dash-dot);
   no markers on the lines, so the style stays visible in the legend;
 - seeds: the mean over seeds as a line, the range over seeds as a band, each seed faint;
@@ -28,23 +28,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
+from klrl.estimators import STANDARD_CONFIGS  # noqa: E402  (each configuration's colour)
+
 HERE = Path(__file__).parent
-# One colour per KL configuration (klrl.choices.STANDARD_NAMES), the same in every figure:
-# estimator families share a hue family (K1 blues/purples, K3 greens/oranges), no KL is grey.
-PALETTE = {
-    "none": "#6b6b6b",
-    "k1-reward": "#1f5fbf",
-    "k1-loss": "#d62728",
-    "k1-both": "#17becf",
-    "k2-loss": "#9467bd",
-    "k3-reward": "#ff7f0e",
-    "k3-loss": "#2ca02c",
-    "k3-both": "#8c8c00",
-    "k1-loss-tokis": "#e377c2",
-    "k3-loss-tokis": "#8c564b",
-    "k1-reward-seqis": "#7fa7e0",
-    "k1-reward-prefixis": "#1b1b6b",
-}
 LINE_STYLES = ["-", (0, (5, 2)), (0, (1.5, 1.5)), (0, (6, 2, 1.5, 2)), (0, (3, 1.5, 1, 1.5, 1, 1.5)), (0, (9, 3))]  # largest β first
 plt.rcParams.update({
     "figure.dpi": 110, "savefig.dpi": 200, "axes.spines.top": False, "axes.spines.right": False, "font.size": 9,
@@ -53,10 +39,10 @@ plt.rcParams.update({
 
 
 def color(kl: str) -> str:
-    """The KL configuration's colour; a name outside PALETTE is an error naming it."""
-    if kl not in PALETTE:
-        raise KeyError(f"no colour for KL configuration {kl!r}: add it to PALETTE in paper_figures/style.py")
-    return PALETTE[kl]
+    """The KL configuration's colour (klrl.estimators.STANDARD_CONFIGS); another name is an error naming it."""
+    if kl not in STANDARD_CONFIGS:
+        raise KeyError(f"no colour for KL configuration {kl!r}: add it to STANDARD_CONFIGS in workflow/klrl/estimators.py")
+    return STANDARD_CONFIGS[kl]
 
 
 def arguments(description: str) -> argparse.Namespace:

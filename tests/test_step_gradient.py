@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from klrl.choices import KLConfig
-from klrl.kl import STANDARD_NAMES
+from klrl.estimators import STANDARD_CONFIGS
 from klrl.training import trainer as trainer_module
 from klrl.training.config import TrainConfig
 from klrl.training.sampling import completion_texts
@@ -57,7 +57,7 @@ def hand_written_loss(name, logp, ref, mu, rewards, mask, group, advantage, aggr
 
 
 @pytest.mark.parametrize("mode", ["on", "off"])
-@pytest.mark.parametrize("name", STANDARD_NAMES)
+@pytest.mark.parametrize("name", STANDARD_CONFIGS)
 def test_the_applied_gradient_is_the_hand_written_loss(tiny_base, arith_data, tmp_path, monkeypatch, name, mode):
     monkeypatch.setattr(trainer_module, "get_reward", lambda _: _parity_reward)
     off = mode == "off"

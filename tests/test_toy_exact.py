@@ -6,16 +6,10 @@ at an EOS and are padded after it."""
 import pytest
 import torch
 
-from klrl.kl import (
-    SEQUENCE_REVERSE_KL,
-    STANDARD_NAMES,
-    TOKEN_FORWARD_KL,
-    TOKEN_REVERSE_KL,
-    ZERO,
-    KLConfig,
-    describe,
-    kl_stats,
-)
+from klrl.choices import KLConfig
+from klrl.claims import describe
+from klrl.estimators import SEQUENCE_REVERSE_KL, STANDARD_CONFIGS, TOKEN_FORWARD_KL, TOKEN_REVERSE_KL, ZERO
+from klrl.kl import kl_stats
 from klrl.loss import LossConfig
 from klrl.toy.bias import batch_estimates
 from klrl.toy.exact import (
@@ -29,7 +23,7 @@ from klrl.toy.exact import (
 )
 from klrl.toy.policy import make_problem
 
-CONFIGS = [name for name in STANDARD_NAMES if name != "none"]
+CONFIGS = [name for name in STANDARD_CONFIGS if name != "none"]
 
 
 PROBLEMS = {"fixed": {"vocab": 3, "horizon": 4}, "eos": {"vocab": 3, "horizon": 4, "eos": 2}}

@@ -6,7 +6,7 @@ import re
 import pytest
 import yaml
 from klrl.grid import GRID_KEYS, cell_id, expand_grid, parse_cell_id
-from klrl.kl import STANDARD_NAMES
+from klrl.estimators import STANDARD_CONFIGS
 from klrl.models import BUILT_MODELS
 from klrl.tasks import TASKS
 from klrl.training.config import (
@@ -29,7 +29,7 @@ from workflow_helpers import (
 
 def test_the_schema_enums_are_the_codes_registries():
     schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
-    assert schema["$defs"]["kl"]["enum"] == list(STANDARD_NAMES)
+    assert schema["$defs"]["kl"]["enum"] == list(STANDARD_CONFIGS)
     assert schema["$defs"]["task"]["enum"] == list(TASKS)
     assert all(re.fullmatch(schema["$defs"]["model"]["pattern"], name) for name in BUILT_MODELS)
     assert schema["$defs"]["train"]["properties"]["generation_backend"]["enum"] == list(GENERATION_BACKENDS)

@@ -9,28 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from klrl import estimators
 from klrl.typed import check_fields
 
-ESTIMATORS = ("k1", "k2", "k3")
-PLACEMENTS = ("none", "reward", "loss", "both")
-CORRECTIONS = ("none", "token-is", "sequence-is", "prefix-is")
-_CORRECTION_SUFFIX = {"token-is": "tokis", "sequence-is": "seqis", "prefix-is": "prefixis"}
 
-# The configurations every table, config file and CLI names: the paper's, plus corrections.
-STANDARD_NAMES = (
-    "none",
-    "k1-reward",
-    "k1-loss",
-    "k1-both",
-    "k2-loss",
-    "k3-reward",
-    "k3-loss",
-    "k3-both",
-    "k1-loss-tokis",
-    "k3-loss-tokis",
-    "k1-reward-seqis",
-    "k1-reward-prefixis",
-)
 
 
 ADVANTAGES = ("rloo", "group-mean")
@@ -46,8 +28,8 @@ def check_choice(owner: str, name: str, value: str, allowed: tuple[str, ...]) ->
 class KLConfig:
     """How the KL penalty enters the objective. Validated on construction."""
 
-    estimator: str = field(default="k1", metadata={"help": f"one of {ESTIMATORS}"})
-    placement: str = field(default="none", metadata={"help": f"one of {PLACEMENTS}"})
+    estimator: str = field(default="k1", metadata={"help": f"one of {tuple(estimators.ESTIMATORS)}"})
+    placement: str = field(default="none", metadata={"help": f"one of {estimators.PLACEMENTS}"})
     beta: float = field(default=0.0, metadata={"help": "penalty coefficient β ≥ 0"})
     log_ratio_clamp: float | None = field(
         default=None, metadata={"help": "clamp δ_t to [−c, c] before the estimator"}
@@ -55,16 +37,16 @@ class KLConfig:
     value_clamp: float | None = field(
         default=None, metadata={"help": "clamp each K̂_t to [−c, c] (the paper's async runs: 10)"}
     )
-    correction: str = field(default="none", metadata={"help": f"off-policy correction, one of {CORRECTIONS}"})
+    correction: str = field(default="none", metadata={"help": f"off-policy correction, one of {('none', *estimators.CORRECTIONS)}"})
     is_truncation: float | None = field(
         default=None, metadata={"help": "cap the correction's importance weight at c (biased when it acts)"}
     )
 
     def __post_init__(self) -> None:
         check_fields(self, "KLConfig")
-        check_choice("KLConfig", "estimator", self.estimator, ESTIMATORS)
-        check_choice("KLConfig", "placement", self.placement, PLACEMENTS)
-        check_choice("KLConfig", "correction", self.correction, CORRECTIONS)
+        check_choice("KLConfig", "estimator", self.estimator, tuple(estimators.ESTIMATORS))
+        check_choice("KLConfig", "placement", self.placement, estimators.PLACEMENTS)
+        check_choice("KLConfig", "correction", self.correction, ("none", *estimators.CORRECTIONS))
         if self.beta < 0:
             raise ValueError(f"KLConfig.beta: {self.beta!r} must be ≥ 0")
         if self.placement == "none" and self.beta != 0:
@@ -75,10 +57,11 @@ class KLConfig:
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"KLConfig.{name}: {value!r} must be > 0 or None")
-        if self.correction == "token-is" and (self.placement != "loss" or self.estimator == "k2"):
+        if self.correction == "token-is" and (self.placement != "loss" or not estimators.ESTIMATORS[self.estimator].unbiased_value):
+            unbiased = [name for name, estimator in estimators.ESTIMATORS.items() if estimator.unbiased_value]
             raise ValueError(
                 "KLConfig.correction: 'token-is' weights an in-loss value-unbiased estimate; "
-                "it needs placement 'loss' and estimator 'k1' or 'k3'"
+                f"it needs placement 'loss' and estimator {' or '.join(map(repr, unbiased))}"
             )
         if self.correction in ("sequence-is", "prefix-is") and (self.placement, self.estimator) != ("reward", "k1"):
             raise ValueError(
@@ -93,7 +76,7 @@ class KLConfig:
         """The standard name, e.g. 'k3-loss' or 'k1-reward-prefixis'."""
         if self.placement == "none":
             return "none"
-        suffix = _CORRECTION_SUFFIX.get(self.correction)
+        suffix = estimators.CORRECTIONS[self.correction].suffix if self.correction != "none" else None
         return f"{self.estimator}-{self.placement}" + (f"-{suffix}" if suffix else "")
 
     @classmethod
@@ -102,10 +85,10 @@ class KLConfig:
         parts = name.split("-") if name != "none" else []
         correction = "none"
         if len(parts) == 3:
-            by_suffix = {suffix: corr for corr, suffix in _CORRECTION_SUFFIX.items()}
+            by_suffix = {correction.suffix: correction.name for correction in estimators.CORRECTIONS.values()}
             correction = by_suffix.get(parts[2], parts[2])
-        if name != "none" and (len(parts) not in (2, 3) or parts[0] not in ESTIMATORS or parts[1] not in PLACEMENTS[1:]):
-            raise ValueError(f"unknown KL configuration {name!r}; standard names: {', '.join(STANDARD_NAMES)}")
+        if name != "none" and (len(parts) not in (2, 3) or parts[0] not in estimators.ESTIMATORS or parts[1] not in estimators.PENALTY_PLACEMENTS):
+            raise ValueError(f"unknown KL configuration {name!r}; standard names: {', '.join(estimators.STANDARD_CONFIGS)}")
         if name == "none":
             return cls(beta=beta, **options)
         return cls(estimator=parts[0], placement=parts[1], beta=beta, correction=correction, **options)
@@ -138,3 +121,15 @@ class KLConfig:
 # The KLConfig fields that do not follow from the configuration's name (config files set them
 # under `train.kl`; the grid adds the name and β of each cell).
 KL_OPTIONS = ("log_ratio_clamp", "value_clamp", "is_truncation")
+
+
+def check_standard_configs() -> None:
+    """Every standard name is a valid configuration (a contradiction in klrl.estimators fails on import, naming it)."""
+    for name in estimators.STANDARD_CONFIGS:
+        try:
+            KLConfig.from_name(name, beta=0.0 if name == "none" else 1.0)
+        except ValueError as error:
+            raise estimators.RegistryError(f"klrl.estimators: standard configuration {name!r} is not a valid KLConfig ({error})") from None
+
+
+check_standard_configs()

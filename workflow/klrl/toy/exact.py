@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from klrl.kl import KLConfig
+from klrl.choices import KLConfig
 from klrl.loss import LossConfig, batch_loss, reward_penalty, token_losses
 from klrl.toy.policy import ToyProblem
 
