@@ -145,9 +145,9 @@ def test_a_killed_trainer_is_ended_by_reconcile_and_a_rerun_continues_its_run(se
     run_id = grid["runs"][CELL]
     assert _cell_runs(server, grid["experiment_id"])[run_id]["status"] == "RUNNING"
 
-    assert reconcile(runs_file, tmp_path / "cells") == {f"{CELL} ({run_id})": "killed", f"grid ({grid['runs']['grid']})": "completed"}
+    assert reconcile(runs_file, tmp_path) == {f"{CELL} ({run_id})": "killed", f"grid ({grid['runs']['grid']})": "completed"}
     assert _cell_runs(server, grid["experiment_id"])[run_id]["status"] == "KILLED"
-    assert reconcile(runs_file, tmp_path / "cells") == {}  # idempotent
+    assert reconcile(runs_file, tmp_path) == {}  # idempotent
 
     assert _train(config, out, runs_file) == 0
     runs = _cell_runs(server, grid["experiment_id"])
@@ -169,7 +169,7 @@ def test_a_diverged_cell_is_finished_with_its_reason(tmp_path, monkeypatch):
     (folder / "final").mkdir(parents=True)
     (folder / "final" / "config.json").write_text("{}")
     write_status(folder, "diverged", 5, "collapse at step 5: accuracy 0.010 over the last 2 steps, 0.500 at the start")
-    assert reconcile(tmp_path / "runs.json", tmp_path / "cells")[f"{CELL} ({record['runs'][CELL]})"] == "diverged"
+    assert reconcile(tmp_path / "runs.json", tmp_path)[f"{CELL} ({record['runs'][CELL]})"] == "diverged"
     for key, reason in ((other, "non-finite loss or gradient at step 3"), (CELL, "collapse at step 5: accuracy 0.010 over the last 2 steps, 0.500 at the start")):
         run = client.get_run(record["runs"][key])
         assert run.info.status == "FINISHED"
@@ -189,7 +189,7 @@ def test_reconcile_leaves_a_live_trainers_run_and_sets_unstarted_ones_back_to_sc
     folder.mkdir(parents=True)
     (folder / "config.yaml").write_text("steps: 2\n")
     (folder / "train.lock").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": "now"}))
-    assert reconcile(tmp_path / "runs.json", tmp_path / "cells") == {
+    assert reconcile(tmp_path / "runs.json", tmp_path) == {
         f"{unstarted} ({record['runs'][unstarted]})": "scheduled", f"grid ({record['runs']['grid']})": "completed"}
     assert client.get_run(record["runs"][CELL]).info.status == "RUNNING"
     assert client.get_run(record["runs"][unstarted]).info.status == "SCHEDULED"

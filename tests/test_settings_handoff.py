@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from klrl.grid import expand_grid, settings_json
+from klrl.paths import Layout
 from klrl.training.config import TrainConfig, load_config
 from klrl.typed import from_mapping
 from snakemake.utils import update_config
@@ -135,10 +136,11 @@ def test_the_settings_files_written_by_snakemake_load_identically(tmp_path):
     from workflow_helpers import copy_workflow, snakemake
 
     folder = copy_workflow(tmp_path)
-    cells = expand_grid(_load("paper.yaml"))
-    targets = [str(cell.folder / "train" / "settings.json") for cell in cells.values()]
+    config = _load("paper.yaml")
+    cells, layout = expand_grid(config), Layout.of(config)
+    targets = [str(layout.settings(cell)) for cell in cells]
     result = snakemake(folder, "--cores", "1", "--configfile", "config/paper.yaml", "--", *targets)
     assert result.returncode == 0, result.stderr[-3000:]
     for cell in cells.values():
-        loaded = load_config(folder / cell.folder / "train" / "settings.json")
+        loaded = load_config(folder / layout.settings(cell.id))
         _same_types(loaded.to_dict(), cell.train, cell.id)

@@ -42,6 +42,7 @@ import yaml
 from klrl.behaviour import LABELS, classify
 from klrl.files import read_jsonl
 from klrl.grid import parse_cell_id
+from klrl.paths import CONFIG, Layout, samples_file
 from klrl.stats import bootstrap_mean_ci
 from klrl.verdicts import COLUMNS as CLAIM_COLUMNS, VARIANCE_COLUMNS, claim_rows, variance_rows
 from klrl.training.tracking import read_metrics
@@ -72,30 +73,30 @@ class Results:
     """The files of one results folder, read once."""
 
     def __init__(self, cells: list[str], root: Path) -> None:
-        self.root = Path(root)
+        self.layout = Layout(Path(root))
         self.cells = {cell: parse_cell_id(cell) for cell in cells}
 
     def status(self, cell: str) -> dict:
-        return _read_json(self.root / "cells" / cell / "train" / "status.json") or {"status": "missing", "step": None}
+        return _read_json(self.layout.status(cell)) or {"status": "missing", "step": None}
 
     def evaluation(self, cell: str) -> dict:
-        return _read_json(self.root / "cells" / cell / "eval" / "results.json") or {"tasks": {}}
+        return _read_json(self.layout.cell_eval(cell)) or {"tasks": {}}
 
     def training_task(self, cell: str) -> str | None:
-        config = self.root / "cells" / cell / "train" / "config.yaml"
+        config = self.layout.train(cell) / CONFIG
         return Path(yaml.safe_load(config.read_text())["train_data"]).parent.name if config.is_file() else None
 
     def base_evaluation(self, model: str) -> dict:
-        return _read_json(self.root / "base" / model / "eval" / "results.json") or {"tasks": {}}
+        return _read_json(self.layout.base_eval(model)) or {"tasks": {}}
 
     def per_problem(self, cell: str, task: str) -> pd.Series | None:
-        return _per_problem(self.root / "cells" / cell / "eval" / "samples" / f"{task}.jsonl")
+        return _per_problem(samples_file(self.layout.cell_eval(cell), task))
 
     def base_per_problem(self, model: str, task: str) -> pd.Series | None:
-        return _per_problem(self.root / "base" / model / "eval" / "samples" / f"{task}.jsonl")
+        return _per_problem(samples_file(self.layout.base_eval(model), task))
 
     def metrics(self, cell: str) -> list[dict]:
-        path = self.root / "cells" / cell / "train" / "metrics.jsonl"
+        path = self.layout.metrics(cell)
         return read_metrics(path) if path.is_file() else []  # a torn last line is dropped
 
 
@@ -238,7 +239,7 @@ def write_table(frame: pd.DataFrame, folder: Path, name: str, formats=("csv", "m
 def aggregate(cells: list[str], out: Path, root: Path, scale: str = "toy") -> dict[str, pd.DataFrame]:
     results = Results(cells, root)
     out.mkdir(parents=True, exist_ok=True)
-    toy_path = root / "toy" / "bias.csv"
+    toy_path = results.layout.toy("bias.csv")
     toy_bias = pd.read_csv(toy_path) if toy_path.is_file() else None
     if toy_bias is not None:
         shutil.copy(toy_path, out / "toy_bias.csv")

@@ -36,25 +36,13 @@ import itertools
 import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from klrl.models import get_base_model
 from klrl.tasks import get_task
 from klrl.choices import KL_OPTIONS
+from klrl.paths import Layout
 from klrl.training.config import TrainConfig
 from klrl.typed import from_mapping
-
-RESULTS = Path("results")
-
-
-def results_root(config: dict) -> Path:
-    """The folder of every output of a config: results/<experiment> (data, base models, cells,
-    tables, figures, logs, the MLflow runs file), so configs in one checkout never share files.
-
-    >>> results_root({"experiment": "ci-test"})
-    PosixPath('results/ci-test')
-    """
-    return RESULTS / config["experiment"]
 
 # TrainConfig keys that the grid sets for each cell (threads and device from the job's
 # resources); the config's `train` sections may not. Of `kl`, the grid sets the name and β;
@@ -94,7 +82,7 @@ def model_path(model: str, config: dict) -> str:
     """Where a base model is loaded from: its folder under the config's results/<experiment>/base,
     or its Hub id (or local folder)."""
     base = get_base_model(model, config.get("models"))
-    return base.hub_id if base.build == "hub" else str(results_root(config) / "base" / model / "model")
+    return base.hub_id if base.build == "hub" else str(Layout.of(config).base_model(model))
 
 
 JOB_DEFAULTS = {"threads": 1, "mem_mb": 4000, "runtime": 60, "gpus": 0}
@@ -149,13 +137,12 @@ class Cell:
     seed: int
     task: str
     eval_tasks: tuple[str, ...]
-    folder: Path  # results/<experiment>/cells/<id>
     train: dict = field(hash=False, compare=False)  # the resolved TrainConfig values
 
 
 def _train_settings(config: dict, group: dict, model: str, kl: str, beta: float, policy: str, seed: int, lag: int | None) -> dict:
     task = get_task(group["task"])
-    data = results_root(config) / "data" / task.name
+    layout = Layout.of(config)
     sections = [config.get("train", {}), group.get("train", {}), config.get("train_overrides", {})]
     kl_options = {key: value for section in sections for key, value in section.get("kl", {}).items()}
     settings = {key: value for section in sections for key, value in section.items()}
@@ -165,8 +152,8 @@ def _train_settings(config: dict, group: dict, model: str, kl: str, beta: float,
         "base_model": model_path(model, config),
         "base_revision": base.revision,
         "stop_tokens": list(base.stop_tokens),
-        "train_data": str(data / "train.jsonl"),
-        "eval_data": str(data / "test.jsonl"),
+        "train_data": str(layout.split(task.name, "train")),
+        "eval_data": str(layout.split(task.name, "test")),
         "reward": task.reward,
         "kl": kl_options | {"name": kl, "beta": beta},
         "seed": seed,
@@ -221,8 +208,7 @@ def expand_grid(config: dict) -> dict[str, Cell]:
                 resolved = from_mapping(TrainConfig, settings, "train config").to_dict()
             except ValueError as error:
                 raise ValueError(f"group {group['name']!r}, cell {cid}: {error}") from None
-            folder = results_root(config) / "cells" / cid
-            cells[cid] = Cell(cid, group["name"], model, kl, beta, policy, seed, group["task"], tuple(group["eval_tasks"]), folder, resolved)
+            cells[cid] = Cell(cid, group["name"], model, kl, beta, policy, seed, group["task"], tuple(group["eval_tasks"]), resolved)
     return cells
 
 

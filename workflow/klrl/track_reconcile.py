@@ -25,6 +25,7 @@ import json
 from pathlib import Path
 
 from klrl.folder_lock import lock_is_held
+from klrl.paths import CONFIG, TRAIN_LOCK, Layout
 from klrl.track_grid import KEY_TAG
 from klrl.training.attempt import recorded_run
 from klrl.training.tracking import finish_run, read_status
@@ -37,12 +38,12 @@ def _end(client, run_id: str, status: str, label: str) -> str:
 
 
 def _reconcile_cell(client, run, folder: Path, current: str) -> str | None:
-    if lock_is_held(folder / "train.lock"):
+    if lock_is_held(folder / TRAIN_LOCK):
         return None
     if run.info.run_id != current:
         return _end(client, run.info.run_id, "KILLED", "abandoned")
     status = read_status(folder)
-    if status is None and not (folder / "config.yaml").exists():  # its job never started
+    if status is None and not (folder / CONFIG).exists():  # its job never started
         return _end(client, run.info.run_id, "SCHEDULED", "scheduled")
     if status is None:
         return _end(client, run.info.run_id, "KILLED", "killed")
@@ -50,7 +51,7 @@ def _reconcile_cell(client, run, folder: Path, current: str) -> str | None:
     return status["status"]
 
 
-def reconcile(runs_file: Path, cells_root: Path) -> dict[str, str]:
+def reconcile(runs_file: Path, root: Path) -> dict[str, str]:
     """End the experiment's RUNNING runs whose jobs are over; returns run key → what it became."""
     runs = json.loads(Path(runs_file).read_text())
     if not runs["tracking_uri"]:
@@ -76,7 +77,7 @@ def reconcile(runs_file: Path, cells_root: Path) -> dict[str, str]:
             scored = any(name.startswith("final_eval/") for name in run.data.metrics)
             outcome = _end(client, run.info.run_id, "FINISHED" if scored else "SCHEDULED", "completed" if scored else "scheduled")
         else:
-            folder = Path(cells_root) / key / "train"
+            folder = Layout(Path(root)).train(key)
             outcome = _reconcile_cell(client, run, folder, recorded_run(folder, runs) or runs["runs"].get(key))
         if outcome:
             ended[f"{key} ({run.info.run_id})"] = outcome
@@ -85,14 +86,14 @@ def reconcile(runs_file: Path, cells_root: Path) -> dict[str, str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mlflow-runs", type=Path, required=True, help="the grid's runs file (klrl track-grid); absent: nothing to do")
-    parser.add_argument("--cells-root", type=Path, required=True, help="the folder of the cells' folders (<cell>/train/status.json)")
+    parser.add_argument("--root", type=Path, required=True, help="the config's results folder (results/<experiment>), whose cells/<cell>/train/ say how each job ended")
 
 
 def run(args: argparse.Namespace) -> None:
     if not args.mlflow_runs.exists():
         print(f"{args.mlflow_runs}: no runs file yet; nothing to reconcile")
         return
-    ended = reconcile(args.mlflow_runs, args.cells_root)
+    ended = reconcile(args.mlflow_runs, args.root)
     for key, outcome in ended.items():
         print(f"{key}: was RUNNING, now {outcome}")
     print(f"{args.mlflow_runs}: {len(ended)} runs ended")

@@ -20,6 +20,8 @@ import json
 import urllib.parse
 from pathlib import Path
 
+from klrl.paths import Layout
+
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make browser` installs it where it can
 METRIC = "periodic_eval/pass_at_1"
 ASSISTANT_CLOSE = "button[data-component-id='mlflow.assistant.chat_panel.close']"
@@ -92,5 +94,5 @@ def run(args: argparse.Namespace) -> None:
     from klrl.ui_server import mlflow_server
 
     with mlflow_server(args.store, Path.cwd()) as address:
-        for shot in capture(address, Path("results") / args.experiment / "mlflow" / "runs.json", args.cells, args.out, args.metric):
+        for shot in capture(address, Layout.of({"experiment": args.experiment}).runs_file(), args.cells, args.out, args.metric):
             print(shot)

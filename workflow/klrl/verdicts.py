@@ -28,6 +28,7 @@ import pandas as pd
 import yaml
 
 from klrl.contrasts import SeedPool, contrast
+from klrl.paths import CONFIG
 
 EQUIVALENCE_MARGIN = 0.03  # pass@1: "≈" means within ±0.03
 
@@ -121,7 +122,7 @@ class ScoreIndex:
         self.configs: dict[tuple, dict[tuple, dict[int, pd.Series]]] = {}  # (model, task) → config → seed → scores
         self.in_domain: dict[str, str] = {}  # model → training task
         for cell, tags in results.cells.items():
-            path = results.root / "cells" / cell / "train" / "config.yaml"
+            path = results.layout.train(cell) / CONFIG
             if not path.is_file():
                 continue
             config = yaml.safe_load(path.read_text())

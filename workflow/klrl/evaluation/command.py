@@ -30,6 +30,7 @@ from klrl import __version__
 from klrl.evaluation.harness import BACKENDS, Decoding, check_model, evaluate, lm_eval_task_name
 from klrl.files import write_atomic, write_jsonl
 from klrl.folder_lock import hold_lock
+from klrl.paths import SAMPLES, samples_file
 from klrl.tasks import TASKS
 from klrl.tasks.data import MAX_ANSWER_CHARS, MAX_PROMPT_TOKENS, RowLimits, read_manifest, read_split
 from klrl.training.tracking import add_tracking_arguments, tracker_from_args
@@ -75,11 +76,10 @@ def write_outputs(out: Path, results: dict, tasks: list[str], data_dir: Path, re
     """Write the samples, then results.json (the completion marker); returns what results.json holds."""
     import lm_eval
 
-    samples_dir = out.parent / "samples"
-    samples_dir.mkdir(parents=True, exist_ok=True)
     scores = {}
     for task in tasks:
-        write_jsonl(samples_dir / f"{task}.jsonl", sample_records(results, task))
+        samples_file(out, task).parent.mkdir(parents=True, exist_ok=True)
+        write_jsonl(samples_file(out, task), sample_records(results, task))
         manifest = read_manifest(data_dir / task)
         scores[task] = task_scores(results, task) | {
             "samples": record["decoding"]["samples"],
@@ -194,7 +194,7 @@ def _run(args: argparse.Namespace) -> None:
             metrics[f"final_eval/{task}/pass@1_stderr"] = score["stderr"]
     tracker.log_metrics(metrics, step=0)
     tracker.log_artifact(args.out, "eval")
-    tracker.log_artifact(args.out.parent / "samples", "eval")
+    tracker.log_artifact(args.out.parent / SAMPLES, "eval")
     if train_status is None:
         tracker.finish()  # a base model's run ends with its evaluation; a cell's ended with training
     for task, score in summary["tasks"].items():

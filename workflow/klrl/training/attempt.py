@@ -30,16 +30,16 @@ from pathlib import Path
 import yaml
 
 from klrl.files import write_atomic
+from klrl.paths import CONFIG, FINAL, METRICS, RUN_RECORD, STATUS
 from klrl.track_grid import KEY_TAG, run_tags, source_commit
 from klrl.training.checkpoint import NAME, PREVIOUS
 from klrl.training.config import TrainConfig, load_config
 from klrl.training.tracking import Tracker
 
 HOW_FIELDS = ("threads", "device", "activation_checkpointing", "reference_offload")
-RUN_RECORD = "mlflow_run.json"
 SUPERSEDED = "superseded"
 # config.yaml last: a move killed half-way leaves it, so the next start finishes the move
-ATTEMPT_FILES = ("metrics.jsonl", NAME, PREVIOUS, NAME + ".tmp", "status.json", "final", RUN_RECORD, "config.yaml")
+ATTEMPT_FILES = (METRICS, NAME, PREVIOUS, NAME + ".tmp", STATUS, FINAL, RUN_RECORD, CONFIG)
 
 
 def attempt_id(config: TrainConfig) -> str:
@@ -51,7 +51,7 @@ def attempt_id(config: TrainConfig) -> str:
 def _saved_attempt(folder: Path) -> str | None:
     """The attempt of the files in `folder` by its config.yaml; '' when it is unreadable or
     not a config of this code (another attempt), None when there is none."""
-    path = folder / "config.yaml"
+    path = folder / CONFIG
     if not path.exists():
         return None
     try:
@@ -65,7 +65,7 @@ def _next_slot(folder: Path) -> Path:
     was cut short (it lacks config.yaml), else a new one."""
     root = folder / SUPERSEDED
     numbers = sorted(int(path.name) for path in root.glob("*") if path.name.isdigit()) if root.is_dir() else []
-    if numbers and not (root / str(numbers[-1]) / "config.yaml").exists():
+    if numbers and not (root / str(numbers[-1]) / CONFIG).exists():
         return root / str(numbers[-1])
     return root / str((numbers[-1] if numbers else 0) + 1)
 
@@ -89,7 +89,7 @@ def begin_attempt(folder: Path, config: TrainConfig) -> Path | None:
 def write_config(folder: Path, config: TrainConfig) -> None:
     """The resolved config.yaml, whole or absent."""
     folder.mkdir(parents=True, exist_ok=True)
-    write_atomic(folder / "config.yaml", yaml.safe_dump(config.to_dict(), sort_keys=True))
+    write_atomic(folder / CONFIG, yaml.safe_dump(config.to_dict(), sort_keys=True))
 
 
 def _read_record(path: Path, runs: dict) -> dict | None:

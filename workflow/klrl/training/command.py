@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from klrl.folder_lock import hold_lock
+from klrl.paths import TRAIN_LOCK
 from klrl.training.attempt import attempt_tracker, begin_attempt
 from klrl.training.checkpoint import remove_checkpoints
 from klrl.training.config import config_keys_help, load_config
@@ -35,7 +36,7 @@ def run(args: argparse.Namespace) -> None:
 
     config = load_config(args.config, args.overrides)
     main = os.environ.get("RANK", "0") == "0"  # under torchrun, rank 0 holds the lock for all
-    lock = hold_lock(args.out / "train.lock", f"cell {args.out}") if main else contextlib.nullcontext()
+    lock = hold_lock(args.out / TRAIN_LOCK, f"cell {args.out}") if main else contextlib.nullcontext()
     with lock:
         # rank 0 alone moves files; the others wait for it in the process group's rendezvous (Trainer)
         superseded = begin_attempt(args.out, config) if main else None

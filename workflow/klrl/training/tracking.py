@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from klrl.files import read_jsonl, write_atomic
+from klrl.paths import FINAL, STATUS
 
 
 class MetricsLog:
@@ -173,14 +174,14 @@ STATUSES = ("completed", "diverged")
 def write_status(folder: Path, status: str, step: int, reason: str = "") -> None:
     """status.json, written to a temporary name, flushed and renamed: whole or absent."""
     record = {"status": status, "step": step, "reason": reason}
-    write_atomic(Path(folder) / "status.json", json.dumps(record, indent=2) + "\n", durable=True)
+    write_atomic(Path(folder) / STATUS, json.dumps(record, indent=2) + "\n", durable=True)
 
 
 def read_status(folder: Path) -> dict | None:
     """A finished cell's status (completed or diverged, with its final/ model), or None when the
     cell is not finished. A status.json that is empty, not JSON, of an unknown status or without
     final/ beside it does not count as finished: a warning names it."""
-    path = Path(folder) / "status.json"
+    path = Path(folder) / STATUS
     if not path.exists():
         return None
     try:
@@ -190,7 +191,7 @@ def read_status(folder: Path) -> dict | None:
         record, problem = None, f"not valid JSON ({error})"
     if not problem and (record.get("status") not in STATUSES or not isinstance(record.get("step"), int)):
         problem = f"status must be one of {', '.join(STATUSES)} with an integer step"
-    if not problem and not (Path(folder) / "final" / "config.json").is_file():
+    if not problem and not (Path(folder) / FINAL / "config.json").is_file():
         problem = "final/ holds no model"
     if problem:
         warnings.warn(f"{path}: ignored, {problem}: the cell is not finished", stacklevel=2)

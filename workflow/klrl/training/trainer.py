@@ -55,6 +55,7 @@ import torch
 from tqdm import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from klrl.paths import CONFIG, FINAL, METRICS, STATUS
 from klrl.rewards import get_reward
 from klrl.schedule import lr_factor
 from klrl.tasks.data import RowLimits, read_split
@@ -190,7 +191,7 @@ class Trainer:
         if main:
             write_config(self.out_dir, self.config)
         self._restore()
-        path = self.out_dir / "metrics.jsonl"
+        path = self.out_dir / METRICS
         old = read_metrics(path) if path.exists() else []
         accuracies = [record["rollout/accuracy"] for record in old if record["step"] < self.step and "rollout/accuracy" in record]
         self.procs.barrier()  # every process has read the log before rank 0 rewrites it
@@ -253,12 +254,12 @@ class Trainer:
         self.procs.barrier()  # final/ and status.json exist when any process returns
 
     def _save_final(self, weights: dict, status: str, reason: str) -> None:
-        final = self.out_dir / "final"
+        final = self.out_dir / FINAL
         self.policy.save_pretrained(final, state_dict=weights)
         self.tokenizer.save_pretrained(final)
         write_status(self.out_dir, status, self.step, reason)  # after final/: its presence means done
         remove_checkpoints(self.out_dir)
-        for name in ("metrics.jsonl", "status.json", "config.yaml"):
+        for name in (METRICS, STATUS, CONFIG):
             self.tracker.log_artifact(self.out_dir / name)
         if sum(path.stat().st_size for path in final.iterdir()) <= MAX_MODEL_ARTIFACT_BYTES:
             self.tracker.log_artifact(final)
