@@ -1,3 +1,7 @@
+"""Fixtures and builders every test may use: a tiny base model and prepared data (built once
+per session), and the settings of tiny training cells and of cells in a results folder."""
+
+import json
 import shutil
 from pathlib import Path
 
@@ -5,8 +9,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from klrl.choices import KLConfig
 from klrl.models.tiny import TinyConfig, pretrain_tiny
+from klrl.paths import Layout
 from klrl.tasks.data import prepare
+from klrl.training.config import TrainConfig
 
 TINY_TEST_MODEL = {"hidden": 32, "layers": 2, "heads": 1, "intermediate": 64, "batch_tokens": 64, "warmup": 1}
 
@@ -49,3 +56,17 @@ def talkative_base(tiny_base, tmp_path_factory) -> Path:
 def talkative_folder(talkative_base, tmp_path) -> Path:
     """A copy of the talkative base that a test may edit."""
     return Path(shutil.copytree(talkative_base, tmp_path / "talkative"))
+
+
+def write_cell_settings(root: Path, cell: str, *, kl: str, beta: float, seed: int, lag: int = 0, model: str = "tiny", task: str = "arith") -> Path:
+    """The settings.json the grid writes for `cell` under the results folder `root` (what
+    aggregation reads each cell's model, task, KL configuration, β, lag and seed from)."""
+    data = Layout(root).data(task)
+    config = TrainConfig(
+        base_model=str(Layout(root).base_model(model)), train_data=str(data / "train.jsonl"), eval_data=str(data / "test.jsonl"),
+        reward="arithmetic", model=model, task=task, kl=KLConfig.from_name(kl, beta=beta), async_lag=lag, seed=seed,
+    )
+    path = Layout(root).settings(cell)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config.to_dict()))
+    return path

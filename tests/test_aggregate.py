@@ -9,12 +9,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 from klrl.aggregate import aggregate
 from klrl.behaviour import classify
 from klrl.grid import parse_cell_id
 from klrl.stats import bootstrap_mean_ci
+
+from conftest import write_cell_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURES = sorted(p.stem for p in (ROOT / "paper_figures").glob("*.py") if p.stem not in ("style", "bars"))
@@ -37,13 +38,9 @@ def _write_eval(folder: Path, per_task: dict, train_status: dict | None) -> None
 
 
 def _write_cell(root: Path, cell: str, status: str, curve: list[float], per_task: dict | None) -> None:
-    train = root / "cells" / cell / "train"
-    train.mkdir(parents=True)
-    (train / "status.json").write_text(json.dumps({"status": status, "step": 10 * (len(curve) - 1), "reason": ""}))
     tags = parse_cell_id(cell)
-    resolved = {"train_data": "results/data/arith/train.jsonl", "kl": {"name": tags["kl"], "beta": tags["beta"]}, "seed": tags["seed"],
-                "async_lag": 4 if tags["policy"] == "off" else 0}
-    (train / "config.yaml").write_text(yaml.safe_dump(resolved))
+    train = write_cell_settings(root, cell, kl=tags["kl"], beta=tags["beta"], seed=tags["seed"]).parent
+    (train / "status.json").write_text(json.dumps({"status": status, "step": 10 * (len(curve) - 1), "reason": ""}))
     records = [{"step": 10 * i, "periodic_eval/pass@1": value, "rollout/accuracy": value, "exact/entropy_token": float("nan") if value < 0.1 else 0.5}
                for i, value in enumerate(curve)]
     (train / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -60,6 +57,7 @@ def synthetic(tmp_path) -> Path:
     _write_cell(root, CELLS[2], "diverged", [0.4, 0.2, 0.05], None)
     (root / "cells" / CELLS[2] / "eval").mkdir()
     (root / "cells" / CELLS[2] / "eval" / "results.json").write_text(json.dumps({"tasks": {}, "skipped": "non-finite weights"}))
+    write_cell_settings(root, CELLS[3], kl="k1-loss", beta=0.1, seed=0)  # the workflow writes it before training
     _write_eval(root / "base" / "tiny" / "eval", BASE, None)
     (root / "toy").mkdir()
     pd.DataFrame(

@@ -1,6 +1,7 @@
 """`klrl aggregate`: every cell's files into the tables under results/<experiment>/tables/ (files in, files out).
 
-Reads only files under results/<experiment>/ (never MLflow): each cell's train/status.json, train/config.yaml,
+Reads only files under results/<experiment>/ (never MLflow): each cell's resolved settings
+(train/settings.json: its model, training task, KL configuration, β, lag and seed), train/status.json,
 train/metrics.jsonl and eval/results.json + eval/samples/, each base model's eval/, and
 <root>/toy/bias.csv. Writes, each as CSV, Markdown and LaTeX where it is a paper table:
 
@@ -41,14 +42,15 @@ import yaml
 
 from klrl.behaviour import LABELS, classify
 from klrl.files import read_jsonl
-from klrl.grid import parse_cell_id
-from klrl.paths import CONFIG, Layout, samples_file
+from klrl.paths import Layout, samples_file
 from klrl.stats import bootstrap_mean_ci
 from klrl.verdicts import COLUMNS as CLAIM_COLUMNS, VARIANCE_COLUMNS, claim_rows, variance_rows
+from klrl.training.config import TrainConfig, load_config
 from klrl.training.tracking import read_metrics
 
 LIBRARY_KEYS = Path(__file__).with_name("library_keys.yaml")
-CONFIG_KEYS = ("model", "kl", "beta", "policy", "lag")
+CELL_TAGS = ("model", "kl", "beta", "policy", "lag", "seed")  # of every row, from the cell's settings
+CONFIG_KEYS = CELL_TAGS[:-1]  # a configuration: its seeds pooled
 CURVE_METRICS = {
     "periodic_eval/pass@1": "eval_pass@1",
     "rollout/accuracy": "train_accuracy",
@@ -69,12 +71,25 @@ def _per_problem(samples: Path) -> pd.Series | None:
     return pd.Series({record["id"]: record["pass@1"] for _, record, _ in read_jsonl(samples)}, dtype=float)
 
 
+def cell_tags(config: TrainConfig) -> dict:
+    """What a row says of its cell, from the cell's resolved settings (lag: the actor's staleness, 0 on-policy)."""
+    policy = "off" if config.async_lag else "on"
+    return {"model": config.model, "kl": config.kl.name, "beta": config.kl.beta, "policy": policy, "lag": config.async_lag, "seed": config.seed}
+
+
 class Results:
     """The files of one results folder, read once."""
 
     def __init__(self, cells: list[str], root: Path) -> None:
         self.layout = Layout(Path(root))
-        self.cells = {cell: parse_cell_id(cell) for cell in cells}
+        self.settings = {cell: self._settings(cell) for cell in cells}
+        self.cells = {cell: cell_tags(config) for cell, config in self.settings.items()}
+
+    def _settings(self, cell: str) -> TrainConfig:
+        path = self.layout.settings(cell)
+        if not path.is_file():
+            raise ValueError(f"{path}: missing; the workflow writes each cell's settings before it trains (rule cell_settings)")
+        return load_config(path)
 
     def status(self, cell: str) -> dict:
         return _read_json(self.layout.status(cell)) or {"status": "missing", "step": None}
@@ -83,8 +98,7 @@ class Results:
         return _read_json(self.layout.cell_eval(cell)) or {"tasks": {}}
 
     def training_task(self, cell: str) -> str | None:
-        config = self.layout.train(cell) / CONFIG
-        return Path(yaml.safe_load(config.read_text())["train_data"]).parent.name if config.is_file() else None
+        return self.settings[cell].task
 
     def base_evaluation(self, model: str) -> dict:
         return _read_json(self.layout.base_eval(model)) or {"tasks": {}}
@@ -246,7 +260,7 @@ def aggregate(cells: list[str], out: Path, root: Path, scale: str = "toy") -> di
     tables = {
         "scores": pd.DataFrame(score_rows(results)),
         "main": pd.DataFrame(main_rows(results)),
-        "curves": pd.DataFrame(curve_rows(results), columns=["cell", *parse_cell_id(cells[0]), "step", "metric", "value"]),
+        "curves": pd.DataFrame(curve_rows(results), columns=["cell", *CELL_TAGS, "step", "metric", "value"]),
         "table1": pd.DataFrame(table1_rows(results, toy_bias)),
     }
     tables["paper_comparison"] = pd.DataFrame(paper_comparison_rows(tables["main"], tables["table1"], scale))

@@ -21,7 +21,8 @@ The kl `none` cell is made once, at β = 0, whatever the β list. The same cell 
 is an error (it would be one folder with two meanings). Every cell's training settings are built
 into a `TrainConfig` here, so a bad value fails when Snakemake loads the config, naming the group;
 `Cell.train` holds that config's plain values, which the train job reads back from the JSON file
-`settings_json` writes (types survive the trip: tests/test_grid_settings.py).
+`settings_json` writes (types survive the trip: tests/test_settings_handoff.py) and aggregation
+reads each cell's model, task, KL configuration, β, lag and seed from (`klrl.aggregate.cell_tags`).
 
 Two keys exist for overlays that change a grid's scale and nothing else (config/overlays/cpu-mini.yaml
 runs the paper's grid in miniature on CPUs with them): `stand_ins` maps models to the models
@@ -47,7 +48,7 @@ from klrl.typed import from_mapping
 # TrainConfig keys that the grid sets for each cell (threads and device from the job's
 # resources); the config's `train` sections may not. Of `kl`, the grid sets the name and β;
 # train sections may set its options (`kl: {value_clamp: 10}`).
-GRID_KEYS = ("base_model", "base_revision", "stop_tokens", "train_data", "eval_data", "reward", "seed", "threads", "device")
+GRID_KEYS = ("base_model", "base_revision", "stop_tokens", "train_data", "eval_data", "reward", "model", "task", "seed", "threads", "device")
 CELL_ID = re.compile(
     r"(?P<model>[a-z0-9.\-]+)__(?P<kl>[a-z0-9\-]+)__b(?P<beta>[0-9.e\-]+)__(?P<policy>on|off)(?:-lag(?P<lag>\d+))?__s(?P<seed>\d+)"
 )
@@ -155,6 +156,8 @@ def _train_settings(config: dict, group: dict, model: str, kl: str, beta: float,
         "train_data": str(layout.split(task.name, "train")),
         "eval_data": str(layout.split(task.name, "test")),
         "reward": task.reward,
+        "model": model,
+        "task": task.name,
         "kl": kl_options | {"name": kl, "beta": beta},
         "seed": seed,
         "threads": max(1, resources["threads"] // resources["processes"]),  # per process

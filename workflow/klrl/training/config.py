@@ -36,6 +36,8 @@ class TrainConfig:
     train_data: str = _help("prepared train split (JSONL from `klrl prepare-data`)")
     eval_data: str = _help("prepared held-out in-domain split for the periodic evaluation")
     reward: str = _help("reward name in klrl.rewards (the task's)")
+    model: str | None = _help("the base model's name in the workflow config (informational: the tables and MLflow; None outside a grid)", None)
+    task: str | None = _help("the training task's name, its test split the in-domain evaluation (informational: the tables and MLflow; None outside a grid)", None)
     base_revision: str | None = _help("the Hub revision (branch, tag or commit) of base_model (None: the default branch)", None)
     stop_tokens: tuple[str, ...] = _help("tokens that end a completion besides the EOS and the chat template's end of turn", factory=tuple)
     max_prompt_tokens: int = _help("longest prompt accepted from the data, in tokens: a longer row is an error naming file:line", 2048)
