@@ -70,13 +70,11 @@ def pretrain_options(model):
 
 
 def evaluation_options():
-    flags = [f"--samples {EVALUATION.get('samples', 4)}", f"--max-new-tokens {EVALUATION['max_new_tokens']}"]
-    flags += [f"--batch-size {EVALUATION.get('batch_size', 64)}", f"--backend {EVALUATION.get('backend', 'hf')}"]
-    if EVALUATION.get("greedy"):
-        flags.append("--greedy")
-    if "limit" in EVALUATION:
-        flags.append(f"--limit {EVALUATION['limit']}")
-    return " ".join(flags)
+    """`klrl evaluate` options of what the config's evaluation section sets; `klrl evaluate`'s
+    own defaults (klrl.evaluation.harness.CONFIG_DEFAULTS) hold for the rest."""
+    flags = {"samples": "--samples", "max_new_tokens": "--max-new-tokens", "batch_size": "--batch-size", "backend": "--backend", "limit": "--limit"}
+    options = [f"{flags[key]} {value}" for key, value in EVALUATION.items() if key in flags]
+    return " ".join(options + ["--greedy"] * bool(EVALUATION.get("greedy")))
 
 
 def device(model):

@@ -27,7 +27,7 @@ import os
 from pathlib import Path
 
 from klrl import __version__
-from klrl.evaluation.harness import BACKENDS, Decoding, check_model, evaluate, lm_eval_task_name
+from klrl.evaluation.harness import BACKENDS, BATCH_SIZE, VLLM_MEMORY_FRACTION, Decoding, check_model, evaluate, lm_eval_task_name
 from klrl.files import write_atomic, write_jsonl
 from klrl.folder_lock import hold_lock
 from klrl.paths import SAMPLES, samples_file
@@ -98,16 +98,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", nargs="+", required=True, choices=sorted(TASKS), metavar="TASK", help="klrl task names")
     parser.add_argument("--data-dir", type=Path, required=True, help="folder of prepared tasks (<task>/test.jsonl)")
     parser.add_argument("--out", type=Path, required=True, help="results.json to write; samples/ goes beside it")
-    parser.add_argument("--samples", type=int, default=4, help="n completions per problem for pass@1")
+    parser.add_argument("--samples", type=int, default=Decoding.samples, help="n completions per problem for pass@1")
     parser.add_argument("--greedy", action="store_true", help="one greedy completion per problem instead")
-    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (the paper's: 1.0)")
-    parser.add_argument("--top-p", type=float, default=1.0, help="nucleus mass (the paper's: 1.0)")
-    parser.add_argument("--max-new-tokens", type=int, default=32, help="completion length limit")
-    parser.add_argument("--backend", choices=BACKENDS, default="hf", help="hf (CPU or GPU) or vllm (GPU)")
+    parser.add_argument("--temperature", type=float, default=Decoding.temperature, help="sampling temperature (the paper's: 1.0)")
+    parser.add_argument("--top-p", type=float, default=Decoding.top_p, help="nucleus mass (the paper's: 1.0)")
+    parser.add_argument("--max-new-tokens", type=int, default=Decoding.max_new_tokens, help="completion length limit")
+    parser.add_argument("--backend", choices=BACKENDS, default=BACKENDS[0], help="hf (CPU or GPU) or vllm (GPU)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:0 ... (vllm: cpu means its CPU build, in float32)")
-    parser.add_argument("--batch-size", type=int, default=64, help="generation batch (hf backend)")
+    parser.add_argument("--batch-size", type=int, default=BATCH_SIZE, help="generation batch (hf backend)")
     parser.add_argument(
-        "--vllm-memory-fraction", type=float, default=0.85, help="GPU memory vLLM may take (vllm backend; on CPU builds: of RAM)"
+        "--vllm-memory-fraction", type=float, default=VLLM_MEMORY_FRACTION, help="GPU memory vLLM may take (vllm backend; on CPU builds: of RAM)"
     )
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
     parser.add_argument("--limit", type=int, help="only the first N problems of each task")

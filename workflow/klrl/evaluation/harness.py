@@ -24,6 +24,8 @@ from pathlib import Path
 
 TASKS_DIR = Path(__file__).parent / "lm_eval_tasks"
 BACKENDS = ("hf", "vllm")
+BATCH_SIZE = 64  # prompts per generation batch (hf backend; vLLM schedules its own)
+VLLM_MEMORY_FRACTION = 0.85  # of the GPU's memory (of RAM on vLLM's CPU build)
 
 
 def lm_eval_task_name(task: str) -> str:
@@ -60,6 +62,11 @@ class Decoding:
         else:
             sampling = {"do_sample": True, "temperature": self.temperature, "top_p": self.top_p}
         return sampling | {"max_gen_toks": self.max_new_tokens, "until": []} | (stops or {})
+
+
+# The defaults of every evaluation setting a workflow config may leave out (its `evaluation`
+# section): `klrl evaluate`'s, declared here once (the rules pass only what a config sets).
+CONFIG_DEFAULTS = {"samples": Decoding.samples, "greedy": Decoding.greedy, "batch_size": BATCH_SIZE, "backend": BACKENDS[0]}
 
 
 def stop_kwargs(model: str, backend: str, extra: tuple[str, ...] = (), revision: str | None = None) -> dict:
@@ -126,12 +133,12 @@ def evaluate(
     data_dir: Path,
     decoding: Decoding,
     *,
-    backend: str = "hf",
+    backend: str = BACKENDS[0],
     device: str = "cpu",
-    batch_size: int = 64,
+    batch_size: int = BATCH_SIZE,
     seed: int = 0,
     limit: int | None = None,
-    vllm_memory_fraction: float = 0.85,
+    vllm_memory_fraction: float = VLLM_MEMORY_FRACTION,
     revision: str | None = None,
     stop_tokens: tuple[str, ...] = (),
 ) -> tuple[dict, dict]:
