@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from klrl.evaluation.harness import TASKS_DIR, Decoding, evaluate, lm_eval_task_name
+from klrl.evaluation.harness import Decoding, evaluate, lm_eval_task_name, write_task_configs
 from klrl.evaluation.lm_eval_tasks.hooks import grade
 from klrl.rewards import arithmetic_reward, math_reward
 from klrl.tasks import TASKS
@@ -35,12 +35,14 @@ def _samples(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_the_task_manager_indexes_one_yaml_per_task_and_nothing_else():
+def test_every_registered_task_gets_an_lm_eval_config_that_reads_its_prepared_data(eval_data, tmp_path):
     from lm_eval.tasks import TaskManager
 
-    manager = TaskManager(include_path=str(TASKS_DIR), include_defaults=False)
+    write_task_configs(list(TASKS), tmp_path)
+    manager = TaskManager(include_path=str(tmp_path), include_defaults=False, metadata={"data_dir": str(eval_data)})
     assert set(manager.all_subtasks) == {lm_eval_task_name(task) for task in TASKS}
-    assert len(list(TASKS_DIR.glob("*.yaml"))) == len(TASKS)
+    loaded = manager.load([lm_eval_task_name("arith-long")])["tasks"]["klrl_arith_long"]
+    assert [doc["id"] for doc in loaded.eval_docs] == [row["id"] for row in read_split(eval_data / "arith-long" / "test.jsonl")]
 
 
 def test_grading_is_the_training_reward():

@@ -1,7 +1,10 @@
 """One model, several tasks, one call of `lm_eval.simple_evaluate`, timed phase by phase.
 
-The TaskManager indexes only `lm_eval_tasks/` (this project's tasks, not lm-eval's thousands),
-and every task of a model runs in the same call, so the model loads once. The metric is the
+Each requested task's lm-eval config is written from the task registry (`klrl.tasks.TASKS`) into
+a temporary folder, one YAML per task that includes `lm_eval_tasks/_template_yaml`, and the
+TaskManager indexes only that folder (this project's tasks, not lm-eval's thousands), so a task
+added to the registry is evaluable with no file of its own. Every task of a model runs in the
+same call, so the model loads once. The metric is the
 paper's: pass@1 = the mean reward of `samples` completions per problem at temperature 1.0 and
 top-p 1.0; `greedy` decodes once per problem at temperature 0 instead. A task whose prepared data
 has shots gets them as earlier chat turns (multi-turn few-shot), where the trainer puts them.
@@ -17,12 +20,13 @@ its own.
 from __future__ import annotations
 
 import contextlib
+import tempfile
 import time
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
-TASKS_DIR = Path(__file__).parent / "lm_eval_tasks"
+TEMPLATE = Path(__file__).parent / "lm_eval_tasks" / "_template_yaml"  # shared by every task; its `!function`s are hooks.py's
 BACKENDS = ("hf", "vllm")
 BATCH_SIZE = 64  # prompts per generation batch (hf backend; vLLM schedules its own)
 VLLM_MEMORY_FRACTION = 0.85  # of the GPU's memory (of RAM on vLLM's CPU build)
@@ -81,6 +85,19 @@ def stop_kwargs(model: str, backend: str, extra: tuple[str, ...] = (), revision:
 
     ids = list(stop_token_ids(AutoTokenizer.from_pretrained(model, revision=revision), model, extra, revision))
     return {"eos_token_id": ids} if backend == "hf" else {"stop_token_ids": ids}
+
+
+def write_task_configs(tasks: list[str], folder: Path) -> None:
+    """The lm-eval task config of each klrl task into `folder`: `klrl_<name>` on the prepared
+    `<name>` data, everything else from the template."""
+    import yaml
+
+    from klrl.tasks import get_task
+
+    for name in tasks:
+        task = get_task(name)
+        config = {"include": str(TEMPLATE), "task": lm_eval_task_name(name), "dataset_kwargs": {"task": name}}
+        (Path(folder) / f"{lm_eval_task_name(name)}.yaml").write_text(f"# {task.description}\n" + yaml.safe_dump(config, sort_keys=False))
 
 
 def check_model(model: str) -> None:
@@ -154,8 +171,10 @@ def evaluate(
 
     timing["import"] = time.perf_counter() - start
     mark = time.perf_counter()
-    manager = TaskManager(include_path=str(TASKS_DIR), include_defaults=False, metadata={"data_dir": str(data_dir)})
-    loaded = manager.load([lm_eval_task_name(task) for task in tasks])["tasks"]
+    with tempfile.TemporaryDirectory(prefix="klrl-lm-eval-tasks-") as configs:
+        write_task_configs(tasks, Path(configs))
+        manager = TaskManager(include_path=configs, include_defaults=False, metadata={"data_dir": str(data_dir)})
+        loaded = manager.load([lm_eval_task_name(task) for task in tasks])["tasks"]
     timing["task_load"] = time.perf_counter() - mark
     mark = time.perf_counter()
     try:
