@@ -58,7 +58,7 @@ def test_a_new_estimator_is_a_configuration_the_loss_describe_and_the_figures_kn
     assert claims_markdown().splitlines()[-1].startswith("| `k4-loss` | biased (token-forward-kl): ")
     sys.path.insert(0, str(ROOT / "paper_figures"))
     try:
-        import style
+        from helpers import style
     finally:
         sys.path.remove(str(ROOT / "paper_figures"))
     assert style.color("k4-loss") == "#00a0a0"

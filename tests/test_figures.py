@@ -1,5 +1,5 @@
 """Every figure drawn from a synthetic default grid (tests/synthetic_grid.py) with no overlapping
-text; the conventions the figures share (paper_figures/style.py): one colour per KL
+text; the conventions the figures share (paper_figures/helpers/style.py): one colour per KL
 configuration, one line style per β, total divergence named in the legend."""
 
 import subprocess
@@ -12,9 +12,9 @@ from synthetic_grid import write_grid
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "paper_figures"))
-import style  # noqa: E402
+from helpers import style  # noqa: E402
 
-FIGURES = sorted(p.stem for p in (ROOT / "paper_figures").glob("*.py") if p.stem not in ("style", "bars"))
+FIGURES = sorted(p.stem for p in (ROOT / "paper_figures").glob("*.py"))
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def test_every_config_has_a_line_style_and_a_hatch_per_beta(repo_root):
     """The paper's grid has five values of β; each config's β list must get distinct styles."""
     import yaml
 
-    import bars
+    from helpers import bars
 
     for path in sorted((repo_root / "config").glob("*.yaml")):
         betas = {float(b) for group in yaml.safe_load(path.read_text())["groups"] for b in group["beta"]}

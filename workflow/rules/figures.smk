@@ -1,10 +1,10 @@
-# One script per figure in paper_figures/ (every .py there but the helpers the scripts import),
+# One figure per script in paper_figures/ (the modules they share are in paper_figures/helpers/),
 # each reading only results/<experiment>/tables/; the figures then go to the grid's MLflow run. A figure is
 # rebuilt when its script, a helper or a table changes (all are inputs, as relative paths, so
 # moving the checkout changes nothing). Its report caption is its script's docstring
 # (common.smk's figure_caption).
-FIGURE_HELPERS = ["style", "bars"]
-FIGURES = sorted(set(glob_wildcards("paper_figures/{figure}.py").figure) - set(FIGURE_HELPERS))
+FIGURES = sorted(glob_wildcards("paper_figures/{figure,[^/]+}.py").figure)
+FIGURE_HELPERS = sorted(glob_wildcards("paper_figures/helpers/{helper,[^/]+}.py").helper)
 
 
 wildcard_constraints:
@@ -19,7 +19,7 @@ localrules:
 rule figure:
     input:
         script="paper_figures/{figure}.py",
-        helpers=expand("paper_figures/{helper}.py", helper=FIGURE_HELPERS),
+        helpers=expand("paper_figures/helpers/{helper}.py", helper=FIGURE_HELPERS),
         tables=[str(LAYOUT.tables(name)) for name in ("main.csv", "curves.csv", "scores.csv", "toy_bias.csv")],
     output:
         report(str(LAYOUT.figures("{figure}.png")), caption="../report/figures.rst", category="Figures"),

@@ -3,7 +3,7 @@
 import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from style import color, config_label, plt, save, title
+from helpers.style import color, config_label, plt, save, title
 
 DOMAINS = {"in": "in-domain", "out": "out-of-domain"}
 HATCHES = ["", "///", "...", "xx", "\\\\\\", "++"]  # largest β first, as the line styles of the curve figures

@@ -30,7 +30,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 
 from klrl.estimators import STANDARD_CONFIGS  # noqa: E402  (each configuration's colour)
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parents[1]  # paper_figures/
 LINE_STYLES = ["-", (0, (5, 2)), (0, (1.5, 1.5)), (0, (6, 2, 1.5, 2)), (0, (3, 1.5, 1, 1.5, 1, 1.5)), (0, (9, 3))]  # largest β first
 plt.rcParams.update({
     "figure.dpi": 110, "savefig.dpi": 200, "axes.spines.top": False, "axes.spines.right": False, "font.size": 9,
