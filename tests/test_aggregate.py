@@ -16,9 +16,9 @@ from klrl.grid import parse_cell_id
 from klrl.stats import bootstrap_mean_ci
 
 from conftest import write_cell_settings
+from workflow_helpers import FIGURES
 
 ROOT = Path(__file__).resolve().parents[1]
-FIGURES = sorted(p.stem for p in (ROOT / "paper_figures").glob("*.py"))
 PROBLEMS = [f"arith-test-{i:05d}" for i in range(6)]
 # per-problem pass@1 (4 samples each) of each evaluated cell and of the base, on arith and arith-long
 K1R_S0 = {"arith": [1.0, 0.75, 0.5, 1.0, 0.25, 1.0], "arith-long": [0.5, 0.5, 0.0, 0.25, 0.0, 0.5]}

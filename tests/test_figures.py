@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from synthetic_grid import write_grid
+from workflow_helpers import FIGURES
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "paper_figures"))
 from helpers import style  # noqa: E402
 
-FIGURES = sorted(p.stem for p in (ROOT / "paper_figures").glob("*.py"))
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_FILES = ("Snakefile", "workflow/rules", "workflow/schemas", "workflow/report", "config", "envs", "profiles", "paper_figures")
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
+FIGURES = sorted(path.stem for path in (ROOT / "paper_figures").glob("*.py"))  # one figure per script, as figures.smk finds them
 
 
 def load_config(name: str, overlay: str | None = None) -> dict:

@@ -95,9 +95,14 @@ def unknown_cell(wildcards):
     raise ValueError(unknown_cell_message(wildcards.unknown_cell, CELLS))
 
 
-def figure_caption(wildcards):
-    """The figure script's docstring, for the report."""
-    return ast.get_docstring(ast.parse(Path(f"paper_figures/{wildcards.figure}.py").read_text()))
+def script_caption(figure):
+    """A figure script's docstring: its caption in the report; a script without one is an error naming it."""
+    path = Path(f"paper_figures/{figure}.py")
+    caption = ast.get_docstring(ast.parse(path.read_text()))
+    if not caption:
+        raise ValueError(f"{path}: no docstring; a figure script's docstring is its caption (what it shows and the claim it tests)")
+    return caption
+
 
 
 def reconcile_runs(log):

@@ -2,9 +2,10 @@
 # each reading only results/<experiment>/tables/; the figures then go to the grid's MLflow run. A figure is
 # rebuilt when its script, a helper or a table changes (all are inputs, as relative paths, so
 # moving the checkout changes nothing). Its report caption is its script's docstring
-# (common.smk's figure_caption).
+# (common.smk's script_caption).
 FIGURES = sorted(glob_wildcards("paper_figures/{figure,[^/]+}.py").figure)
 FIGURE_HELPERS = sorted(glob_wildcards("paper_figures/helpers/{helper,[^/]+}.py").helper)
+CAPTIONS = {figure: script_caption(figure) for figure in FIGURES}  # every script has one, checked when the DAG is built
 
 
 wildcard_constraints:
@@ -27,7 +28,7 @@ rule figure:
     params:
         tables=LAYOUT.tables(),
         folder=LAYOUT.figures(),
-        caption=figure_caption,
+        caption=lambda wildcards: CAPTIONS[wildcards.figure],
     log:
         str(LAYOUT.log("figures", "{figure}")),
     benchmark:
