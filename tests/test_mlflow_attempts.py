@@ -20,11 +20,11 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from klrl.cli import main as klrl
-from klrl.track_grid import track_grid
-from klrl.track_reconcile import reconcile
+from klrl.tracking.grid import track_grid
+from klrl.tracking.reconcile import reconcile
 from klrl.training.attempt import begin_attempt
 from klrl.training.config import TrainConfig
-from klrl.training.tracking import Tracker, tracker_from_args, write_status
+from klrl.tracking.runs import Tracker, tracker_from_args, write_status
 from klrl.typed import from_mapping
 from klrl.ui_server import mlflow_server as serve_mlflow
 

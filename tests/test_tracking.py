@@ -5,8 +5,8 @@ import time
 
 from mlflow.tracking import MlflowClient
 
-from klrl.track_grid import track_grid
-from klrl.training.tracking import Tracker
+from klrl.tracking.grid import track_grid
+from klrl.tracking.runs import Tracker
 
 CELL = "tiny__k1-reward__b0.1__on__s0"
 

@@ -18,7 +18,7 @@ from klrl.training.config import TrainConfig, load_config
 from klrl.training.sampling import HFSampler
 from klrl.training.scoring import completion_logits, token_logp
 from klrl.training.seeds import seeded_generator
-from klrl.training.tracking import read_metrics
+from klrl.tracking.runs import read_metrics
 from klrl.training.trainer import Trainer
 
 
@@ -242,7 +242,7 @@ def test_ppo_minibatches_run_several_updates_per_batch(tiny_base, arith_data, tm
 def test_metrics_reach_mlflow_when_tracking_is_on(tiny_base, arith_data, tmp_path, parity_reward, monkeypatch):
     from mlflow.tracking import MlflowClient
 
-    from klrl.training.tracking import Tracker
+    from klrl.tracking.runs import Tracker
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     client = MlflowClient()

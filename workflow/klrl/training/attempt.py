@@ -31,10 +31,10 @@ import yaml
 
 from klrl.files import write_atomic
 from klrl.paths import CONFIG, FINAL, METRICS, RUN_RECORD, STATUS
-from klrl.track_grid import KEY_TAG, run_tags, source_commit
+from klrl.tracking.grid import KEY_TAG, run_tags, source_commit
 from klrl.training.checkpoint import NAME, PREVIOUS
 from klrl.training.config import TrainConfig, load_config
-from klrl.training.tracking import Tracker
+from klrl.tracking.runs import Tracker
 
 HOW_FIELDS = ("threads", "device", "activation_checkpointing", "reference_offload")
 SUPERSEDED = "superseded"

@@ -4,7 +4,7 @@ Run it with `python -m klrl train`, or with `torchrun --nproc_per_node W -m klrl
 W data-parallel processes (klrl.training.distributed). One process at a time may train a cell:
 the main process holds `<out>/train.lock` (klrl.folder_lock) from start to end, so a second
 command on the same folder is refused with the holder's pid and host. A cell whose status.json
-is valid (klrl.training.tracking.read_status) is finished and is not trained again, unless its
+is valid (klrl.tracking.runs.read_status) is finished and is not trained again, unless its
 configuration changed: then a new attempt starts, with its own MLflow run (klrl.training.attempt)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from klrl.paths import TRAIN_LOCK
 from klrl.training.attempt import attempt_tracker, begin_attempt
 from klrl.training.checkpoint import remove_checkpoints
 from klrl.training.config import config_keys_help, load_config
-from klrl.training.tracking import add_tracking_arguments, read_status, tracker_from_args
+from klrl.tracking.runs import add_tracking_arguments, read_status, tracker_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

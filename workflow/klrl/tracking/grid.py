@@ -148,7 +148,7 @@ def add_files_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_files(args: argparse.Namespace) -> None:
-    from klrl.training.tracking import Tracker
+    from klrl.tracking.runs import Tracker
 
     tracker = Tracker.from_runs_file(args.mlflow_runs, args.mlflow_key)
     for path in args.files:

@@ -26,9 +26,9 @@ from pathlib import Path
 
 from klrl.folder_lock import lock_is_held
 from klrl.paths import CONFIG, TRAIN_LOCK, Layout
-from klrl.track_grid import KEY_TAG
+from klrl.tracking.grid import KEY_TAG
 from klrl.training.attempt import recorded_run
-from klrl.training.tracking import finish_run, read_status
+from klrl.tracking.runs import finish_run, read_status
 
 
 def _end(client, run_id: str, status: str, label: str) -> str:
