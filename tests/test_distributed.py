@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 from klrl.training.distributed import local_rows
-from klrl.tracking.runs import read_metrics
+from klrl.training.record import read_metrics
 from safetensors.torch import load_file
 
 PARITY_CLI = Path(__file__).with_name("parity_klrl.py")

@@ -31,7 +31,7 @@ from klrl.folder_lock import FolderLocked, hold_lock
 from klrl.rewards import math_reward
 from klrl.training import trainer as trainer_module
 from klrl.training.checkpoint import UnsafeCheckpoint, load_checkpoint, save_checkpoint
-from klrl.tracking.runs import MetricsLog, read_metrics, read_status
+from klrl.training.record import MetricsLog, read_metrics, read_status
 
 SLOW = pytest.mark.slow
 

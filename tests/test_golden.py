@@ -9,7 +9,7 @@ import torch
 from klrl.choices import KLConfig
 from klrl.training import trainer as trainer_module
 from klrl.training.config import TrainConfig
-from klrl.tracking.runs import read_metrics
+from klrl.training.record import read_metrics
 from klrl.training.trainer import Trainer
 
 KEYS = ("loss/total", "kl/k1", "rollout/reward_mean")

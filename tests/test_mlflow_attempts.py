@@ -24,7 +24,8 @@ from klrl.tracking.grid import track_grid
 from klrl.tracking.reconcile import reconcile
 from klrl.training.attempt import begin_attempt
 from klrl.training.config import TrainConfig
-from klrl.tracking.runs import Tracker, tracker_from_args, write_status
+from klrl.tracking.runs import Tracker, tracker_from_args
+from klrl.training.record import write_status
 from klrl.typed import from_mapping
 from klrl.ui_server import mlflow_server as serve_mlflow
 

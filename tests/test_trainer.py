@@ -18,7 +18,7 @@ from klrl.training.config import TrainConfig, load_config
 from klrl.training.sampling import HFSampler
 from klrl.training.scoring import completion_logits, token_logp
 from klrl.training.seeds import seeded_generator
-from klrl.tracking.runs import read_metrics
+from klrl.training.record import read_metrics
 from klrl.training.trainer import Trainer
 
 

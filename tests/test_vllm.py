@@ -28,7 +28,7 @@ from klrl.tasks.data import prepare
 from klrl.training.config import TrainConfig
 from klrl.training.scoring import completion_logits, token_logp
 from klrl.training.seeds import seeded_generator
-from klrl.tracking.runs import read_metrics
+from klrl.training.record import read_metrics
 from klrl.training.trainer import Trainer
 from klrl.typed import from_mapping
 

@@ -46,7 +46,7 @@ from klrl.paths import Layout, samples_file
 from klrl.stats import bootstrap_mean_ci
 from klrl.verdicts import COLUMNS as CLAIM_COLUMNS, VARIANCE_COLUMNS, claim_rows, variance_rows
 from klrl.training.config import TrainConfig, load_config
-from klrl.tracking.runs import read_metrics
+from klrl.training.record import read_metrics
 
 LIBRARY_KEYS = Path(__file__).with_name("library_keys.yaml")
 CELL_TAGS = ("model", "kl", "beta", "policy", "lag", "seed")  # of every row, from the cell's settings

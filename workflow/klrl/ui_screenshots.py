@@ -21,6 +21,7 @@ import urllib.parse
 from pathlib import Path
 
 from klrl.paths import Layout
+from klrl.tracking.runs import read_runs_file
 
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make browser` installs it where it can
 METRIC = "periodic_eval/pass_at_1"
@@ -50,7 +51,7 @@ def capture(address: str, runs_file: Path, cells: list[str], out: Path, metric: 
     if not Path(CHROMIUM).exists():
         raise OSError(f"ui-screenshots needs {CHROMIUM}: `make browser` (apt's chromium)")
 
-    runs = json.loads(Path(runs_file).read_text())
+    runs = read_runs_file(runs_file)
     missing = [cell for cell in cells if cell not in runs["runs"]]
     if missing:
         raise ValueError(f"{runs_file}: no run for {', '.join(missing)}")

@@ -5,13 +5,13 @@ built-in `Default`) and tagged `mlflow.experimentKind: custom_model_development`
 UI (3.x) opens it on its runs table rather than on the GenAI traces overview. In it a parent run
 `grid` and, as its children
 (`mlflow.parentRunId`), one run per cell and one per base model (`base/<model>`), SCHEDULED
-until its job starts (a cell's: klrl.training.attempt), tagged with
+until its job starts (a cell's: klrl.tracking.attempts), tagged with
 model, KL configuration, β, policy mode and seed, and the git commit of the code
 (`mlflow.source.git.commit`). Jobs then only log into their run, found in
-the runs file this writes (`Tracker.from_runs_file`). Creating the store, the experiment and
+the runs file this writes (`klrl.tracking.runs.Tracker.from_runs_file`). Creating the store, the experiment and
 the runs here, in one process, avoids SQLite's failure on concurrent first use and the race of
 parallel experiment creation. Runs that exist (matched by their `klrl.key` tag, superseded
-attempts' runs left out: klrl.training.attempt) are kept, so re-running after the grid grows
+attempts' runs left out: klrl.tracking.attempts) are kept, so re-running after the grid grows
 adds only the new cells' runs.
 
 The store is MLFLOW_TRACKING_URI when set, else the config's `tracking.uri`; artifacts of a
@@ -24,14 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 from pathlib import Path
 
 from klrl.config_check import tracking_uri_problem
 from klrl.files import write_atomic
-from klrl.grid import parse_cell_id
+from klrl.tracking.runs import KEY_TAG, run_tags, source_commit
 
-KEY_TAG = "klrl.key"
 EXPERIMENT_PREFIX = "klrl-"
 # The experiment tag MLflow's UI reads to choose its layout; this value opens the runs table.
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
@@ -69,26 +67,6 @@ def _existing_runs(client, experiment_id: str) -> dict[str, str]:
         token = page.token
         if not token:
             return runs
-
-
-def source_commit() -> str | None:
-    """The git commit of the klrl code that runs (None outside a git checkout or without git)."""
-    try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
-def run_tags(key: str) -> dict[str, str]:
-    """Tags of a cell's run (from its id) or of a base model's run (`base/<model>`).
-
-    >>> run_tags("base/tiny")
-    {'model': 'tiny', 'kl': 'base'}
-    """
-    if key.startswith("base/"):
-        return {"model": key.removeprefix("base/"), "kl": "base"}
-    return {name: str(value) for name, value in parse_cell_id(key).items()}
 
 
 def track_grid(experiment: str, uri: str | None, keys: list[str], out: Path, groups: dict[str, str]) -> dict:
@@ -137,21 +115,3 @@ def run(args: argparse.Namespace) -> None:
     record = track_grid(args.experiment, uri, keys, args.out, groups)
     where = record["tracking_uri"] or "off"
     print(f"{args.out}: {len(record['runs'])} runs in experiment {mlflow_experiment_name(args.experiment)!r} ({where})")
-
-
-def add_files_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--mlflow-runs", type=Path, required=True, help="the grid's runs file")
-    parser.add_argument("--mlflow-key", default="grid", help="the run to attach to in --mlflow-runs: the grid's parent run, a cell id or base/<model>")
-    parser.add_argument("--artifact-path", default="figures", help="folder in the run's artifacts")
-    parser.add_argument("--marker", type=Path, required=True, help="file written when done (the workflow's output)")
-    parser.add_argument("files", nargs="+", type=Path, help="files to attach")
-
-
-def run_files(args: argparse.Namespace) -> None:
-    from klrl.tracking.runs import Tracker
-
-    tracker = Tracker.from_runs_file(args.mlflow_runs, args.mlflow_key)
-    for path in args.files:
-        tracker.log_artifact(path, args.artifact_path)
-    args.marker.write_text("".join(f"{path}\n" for path in args.files))
-    print(f"{len(args.files)} files → run {args.mlflow_key!r} ({args.artifact_path}/)")

@@ -4,7 +4,7 @@ A job killed (kill -9, out of memory, a lost node) cannot end its run, so the wo
 this verb when it starts and when it ends (the Snakefile's onstart, onsuccess and onerror
 handlers: no job of the workflow runs then). Every RUNNING run of the grid's experiment is
 ended by what its files say:
-- a cell's current attempt (the run recorded in its train folder, klrl.training.attempt):
+- a cell's current attempt (the run recorded in its train folder, klrl.tracking.attempts):
   FINISHED when status.json says completed, FINISHED tagged `klrl.status=diverged` and
   `klrl.diverged_reason` when diverged, KILLED (`klrl.status=killed`) when there is no status,
   SCHEDULED when its job never started (no config.yaml; runs of a store made before
@@ -21,14 +21,13 @@ Idempotent and cheap (one search); with tracking off it does nothing.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from klrl.folder_lock import lock_is_held
 from klrl.paths import CONFIG, TRAIN_LOCK, Layout
-from klrl.tracking.grid import KEY_TAG
-from klrl.training.attempt import recorded_run
-from klrl.tracking.runs import finish_run, read_status
+from klrl.tracking.attempts import recorded_run
+from klrl.tracking.runs import KEY_TAG, finish_run, read_runs_file
+from klrl.training.record import read_status
 
 
 def _end(client, run_id: str, status: str, label: str) -> str:
@@ -53,7 +52,7 @@ def _reconcile_cell(client, run, folder: Path, current: str) -> str | None:
 
 def reconcile(runs_file: Path, root: Path) -> dict[str, str]:
     """End the experiment's RUNNING runs whose jobs are over; returns run key → what it became."""
-    runs = json.loads(Path(runs_file).read_text())
+    runs = read_runs_file(runs_file)
     if not runs["tracking_uri"]:
         return {}
     from mlflow.tracking import MlflowClient

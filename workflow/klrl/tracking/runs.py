@@ -1,10 +1,8 @@
-"""Where a cell's numbers go: `metrics.jsonl` (the record), MLflow (a mirror), status.json.
+"""The MLflow run a job logs into, and what names a run: its key tag, its tags, the code's commit.
 
-`MetricsLog` appends one JSON line per step and, on resume, cuts off the lines of steps the
-checkpoint does not cover (and a torn last line), so a resumed history equals an uninterrupted
-one. status.json is written atomically, last, and read back validated (`read_status`). `Tracker` is
-MLflow when a run id is given and a no-op otherwise; a cell's jobs log into the run of the cell's
-current attempt (klrl.training.attempt), recorded in its train folder.
+`Tracker` is MLflow when a run id is given and a no-op otherwise; a job finds its run in the
+grid's runs file (`klrl track-grid` writes it: `read_runs_file`), and a cell's jobs log into the
+run of the cell's current attempt (klrl.tracking.attempts), recorded in its train folder.
 """
 
 from __future__ import annotations
@@ -12,51 +10,40 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
+import subprocess
 import time
-import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
-from klrl.files import read_jsonl, write_atomic
-from klrl.paths import FINAL, STATUS
+from klrl.grid import parse_cell_id
+
+KEY_TAG = "klrl.key"  # the tag naming a run's cell id, base/<model> or grid
 
 
-class MetricsLog:
-    """metrics.jsonl, append-only: each record is one line written whole with a single write.
+def read_runs_file(path: Path) -> dict:
+    """A grid's runs file: {tracking_uri (None: tracking off), experiment_id, runs: key → run id}."""
+    return json.loads(Path(path).read_text())
 
-    On resume the file is cut back (truncated in place, never rewritten) to the records of the
-    steps the checkpoint covers; a torn last line (a kill mid-write) goes with them.
+
+def source_commit() -> str | None:
+    """The git commit of the klrl code that runs (None outside a git checkout or without git)."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def run_tags(key: str) -> dict[str, str]:
+    """Tags of a cell's run (from its id) or of a base model's run (`base/<model>`).
+
+    >>> run_tags("base/tiny")
+    {'model': 'tiny', 'kl': 'base'}
     """
+    if key.startswith("base/"):
+        return {"model": key.removeprefix("base/"), "kl": "base"}
+    return {name: str(value) for name, value in parse_cell_id(key).items()}
 
-    def __init__(self, path: Path, keep_steps_below: int) -> None:
-        self.path = Path(path)
-        if self.path.exists():
-            keep_bytes = sum(size for record, size in _parse_metrics(self.path) if record["step"] < keep_steps_below)
-            if keep_bytes != self.path.stat().st_size:
-                os.truncate(self.path, keep_bytes)
-
-    def append(self, record: dict) -> None:
-        line = (json.dumps(record, sort_keys=True, allow_nan=True) + "\n").encode()
-        with self.path.open("ab") as handle:
-            handle.write(line)
-
-
-def _parse_metrics(path: Path) -> list[tuple[dict, int]]:
-    """Each whole record of metrics.jsonl with its size in bytes, in file order (records are in
-    step order, so a prefix of the file is a prefix of the list). A torn last line (no newline,
-    or not a record) is dropped with a warning; a bad line elsewhere is an error naming it."""
-    return [(line.record, line.size) for line in read_jsonl(path, check=_check_step, torn_tail=True)]
-
-
-def _check_step(record: dict) -> None:
-    if not isinstance(record.get("step"), int):
-        raise ValueError("not a metrics record (no integer step)")
-
-
-def read_metrics(path: Path) -> list[dict]:
-    """The records of metrics.jsonl; a torn last line is dropped with a warning."""
-    return [record for record, _ in _parse_metrics(path)]
 
 
 class Tracker:
@@ -75,7 +62,7 @@ class Tracker:
     def from_runs_file(cls, path: Path, key: str) -> Tracker:
         """The run `key` (a cell id, or `base/<model>`) of a grid's runs file (`klrl track-grid`);
         a no-op tracker when the file says tracking is off."""
-        runs = json.loads(Path(path).read_text())
+        runs = read_runs_file(path)
         if not runs["tracking_uri"]:
             return cls()
         if key not in runs["runs"]:
@@ -146,15 +133,15 @@ def add_tracking_arguments(parser: argparse.ArgumentParser) -> None:
 def tracker_from_args(args: argparse.Namespace, cell_folder: Path | None = None) -> Tracker:
     """The tracker the tracking arguments name; tracking is off without any. With a cell's
     train folder, the run of its current attempt when the folder records one
-    (klrl.training.attempt), else the runs file's."""
+    (klrl.tracking.attempts), else the runs file's."""
     if args.mlflow_runs:
         if not args.mlflow_key:
             raise ValueError("--mlflow-runs needs --mlflow-key (the cell id, or base/<model>)")
         tracker = Tracker.from_runs_file(args.mlflow_runs, args.mlflow_key)
         if cell_folder is not None and tracker.run_id:
-            from klrl.training.attempt import recorded_run
+            from klrl.tracking.attempts import recorded_run
 
-            tracker.run_id = recorded_run(cell_folder, json.loads(Path(args.mlflow_runs).read_text())) or tracker.run_id
+            tracker.run_id = recorded_run(cell_folder, read_runs_file(args.mlflow_runs)) or tracker.run_id
         return tracker
     return Tracker(args.mlflow_run_id)
 
@@ -166,34 +153,3 @@ def finish_run(client, run_id: str, status: str, reason: str = "") -> None:
     if reason:
         client.set_tag(run_id, "klrl.diverged_reason", reason)
     client.set_terminated(run_id, "FINISHED")
-
-
-STATUSES = ("completed", "diverged")
-
-
-def write_status(folder: Path, status: str, step: int, reason: str = "") -> None:
-    """status.json, written to a temporary name, flushed and renamed: whole or absent."""
-    record = {"status": status, "step": step, "reason": reason}
-    write_atomic(Path(folder) / STATUS, json.dumps(record, indent=2) + "\n", durable=True)
-
-
-def read_status(folder: Path) -> dict | None:
-    """A finished cell's status (completed or diverged, with its final/ model), or None when the
-    cell is not finished. A status.json that is empty, not JSON, of an unknown status or without
-    final/ beside it does not count as finished: a warning names it."""
-    path = Path(folder) / STATUS
-    if not path.exists():
-        return None
-    try:
-        record = json.loads(path.read_text())
-        problem = "" if isinstance(record, dict) else "not a JSON object"
-    except (ValueError, UnicodeDecodeError) as error:
-        record, problem = None, f"not valid JSON ({error})"
-    if not problem and (record.get("status") not in STATUSES or not isinstance(record.get("step"), int)):
-        problem = f"status must be one of {', '.join(STATUSES)} with an integer step"
-    if not problem and not (Path(folder) / FINAL / "config.json").is_file():
-        problem = "final/ holds no model"
-    if problem:
-        warnings.warn(f"{path}: ignored, {problem}: the cell is not finished", stacklevel=2)
-        return None
-    return record

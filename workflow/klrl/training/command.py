@@ -4,8 +4,8 @@ Run it with `python -m klrl train`, or with `torchrun --nproc_per_node W -m klrl
 W data-parallel processes (klrl.training.distributed). One process at a time may train a cell:
 the main process holds `<out>/train.lock` (klrl.folder_lock) from start to end, so a second
 command on the same folder is refused with the holder's pid and host. A cell whose status.json
-is valid (klrl.tracking.runs.read_status) is finished and is not trained again, unless its
-configuration changed: then a new attempt starts, with its own MLflow run (klrl.training.attempt)."""
+is valid (klrl.training.record.read_status) is finished and is not trained again, unless its
+configuration changed: then a new attempt starts, with its own MLflow run (klrl.training.attempt, klrl.tracking.attempts)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,12 @@ from pathlib import Path
 
 from klrl.folder_lock import hold_lock
 from klrl.paths import TRAIN_LOCK
-from klrl.training.attempt import attempt_tracker, begin_attempt
+from klrl.tracking.attempts import attempt_tracker
+from klrl.tracking.runs import add_tracking_arguments, tracker_from_args
+from klrl.training.attempt import begin_attempt
 from klrl.training.checkpoint import remove_checkpoints
 from klrl.training.config import config_keys_help, load_config
-from klrl.tracking.runs import add_tracking_arguments, read_status, tracker_from_args
+from klrl.training.record import read_status
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -69,7 +69,8 @@ from klrl.training.prompts import PromptSchedule, encode_prompts, stop_token_ids
 from klrl.training.sampling import HFSampler, Rollout, completion_texts
 from klrl.training.seeds import seeded_generator
 from klrl.training.step import Learner
-from klrl.tracking.runs import MetricsLog, Tracker, read_metrics, write_status
+from klrl.tracking.runs import Tracker
+from klrl.training.record import MetricsLog, read_metrics, write_status
 from klrl.verify_worker import grading_counts
 
 
