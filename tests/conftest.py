@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from klrl.choices import KLConfig
+from klrl.kl_config import KLConfig
 from klrl.models.tiny import TinyConfig, pretrain_tiny
 from klrl.paths import Layout
 from klrl.tasks.data import prepare

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from klrl.aggregate import aggregate
-from klrl.behaviour import classify
+from klrl.outcomes import classify
 from klrl.grid import parse_cell_id
-from klrl.stats import bootstrap_mean_ci
+from klrl.bootstrap import bootstrap_mean_ci
 
 from conftest import write_cell_settings
 from workflow_helpers import FIGURES

@@ -4,7 +4,7 @@ incomplete or contradicting entry is an error naming it (tests/test_extending.py
 import pytest
 
 from klrl import estimators
-from klrl.choices import check_standard_configs
+from klrl.kl_config import check_standard_configs
 from klrl.estimators import Estimator, RegistryError, check_registry
 
 

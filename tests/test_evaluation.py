@@ -16,7 +16,7 @@ from klrl.rewards import arithmetic_reward, math_reward
 from klrl.tasks import TASKS
 from klrl.tasks.data import prepare, read_split
 from klrl.training.config import TrainConfig
-from klrl.training.evaluation import pass_at_1
+from klrl.training.periodic_eval import pass_at_1
 from klrl.training.prompts import chat_messages, encode_prompts, stop_token_ids
 from klrl.training.sampling import HFSampler, completion_texts
 from klrl.training.trainer import Trainer

@@ -9,8 +9,8 @@ import torch
 import yaml
 
 from klrl import estimators
-from klrl.choices import KLConfig, check_standard_configs
-from klrl.claims import claims_markdown, describe
+from klrl.kl_config import KLConfig, check_standard_configs
+from klrl.describe import claims_markdown, describe
 from klrl.config_check import check_config, registry_problem
 from klrl.estimators import TOKEN_FORWARD_KL, Estimator, GradientClaim, check_registry
 from klrl.evaluation.harness import Decoding, evaluate

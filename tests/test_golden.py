@@ -6,7 +6,7 @@ deliberate change moves them, re-pin with the values the failure prints, and say
 import pytest
 import torch
 
-from klrl.choices import KLConfig
+from klrl.kl_config import KLConfig
 from klrl.training import trainer as trainer_module
 from klrl.training.config import TrainConfig
 from klrl.training.record import read_metrics

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from klrl.choices import KLConfig
-from klrl.claims import claims_markdown, describe
+from klrl.kl_config import KLConfig
+from klrl.describe import claims_markdown, describe
 from klrl.estimators import ESTIMATORS, STANDARD_CONFIGS
 from klrl.kl import kl_stats, kl_terms, token_kl
 

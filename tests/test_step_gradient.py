@@ -4,7 +4,7 @@ klrl.kl / klrl.objectives / klrl.loss: every KL configuration, on- and off-polic
 import pytest
 import torch
 
-from klrl.choices import KLConfig
+from klrl.kl_config import KLConfig
 from klrl.estimators import STANDARD_CONFIGS
 from klrl.training import trainer as trainer_module
 from klrl.training.config import TrainConfig

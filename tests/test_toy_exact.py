@@ -6,8 +6,8 @@ at an EOS and are padded after it."""
 import pytest
 import torch
 
-from klrl.choices import KLConfig
-from klrl.claims import describe
+from klrl.kl_config import KLConfig
+from klrl.describe import describe
 from klrl.estimators import SEQUENCE_REVERSE_KL, STANDARD_CONFIGS, TOKEN_FORWARD_KL, TOKEN_REVERSE_KL, ZERO
 from klrl.kl import kl_stats
 from klrl.loss import LossConfig

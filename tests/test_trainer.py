@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from klrl.kl import kl_terms
 from klrl.objectives import aggregate
-from klrl.choices import KLConfig
+from klrl.kl_config import KLConfig
 from klrl.training import trainer as trainer_module
 from klrl.training.config import TrainConfig, load_config
 from klrl.training.sampling import HFSampler

@@ -7,7 +7,7 @@ train/metrics.jsonl and eval/results.json + eval/samples/, each base model's eva
 
   scores.csv        per cell × evaluation task: status, pass@1, standard error, base, change
   main              per model × KL config × β × policy × task: pass@1 mean over seeds with a
-                    bootstrap 95% interval over seeds and problems (ci_lo, ci_hi; klrl.stats),
+                    bootstrap 95% interval over seeds and problems (ci_lo, ci_hi; klrl.bootstrap),
                     the base model's pass@1 and the change from it with its own interval
   curves.csv        per cell, step and metric (long): periodic pass@1, training accuracy, entropy,
                     exact sequence reverse KL, and the per-token forward KL summed over πθ's
@@ -15,7 +15,7 @@ train/metrics.jsonl and eval/results.json + eval/samples/, each base model's eva
   table1            per KL config × policy mode: gradient bias (toy study; off-policy at the
                     distance toy_tv, the total variation between μ and πθ that the toy's numbers
                     are for, not the grid's lag: <root>/toy/by_lag.csv has the curve) and the
-                    training behaviour of its cells (klrl.behaviour states the rule)
+                    training behaviour of its cells (klrl.outcomes states the rule)
   paper_comparison  the paper's published findings beside ours, with the scale of each
   table2            how to get each configuration in verl, OpenRLHF, TRL and SkyRL
   toy_bias.csv      a copy of the toy study's table, for the figures
@@ -40,10 +40,10 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from klrl.behaviour import LABELS, classify
+from klrl.outcomes import LABELS, classify
 from klrl.files import read_jsonl
 from klrl.paths import Layout, samples_file
-from klrl.stats import bootstrap_mean_ci
+from klrl.bootstrap import bootstrap_mean_ci
 from klrl.verdicts import COLUMNS as CLAIM_COLUMNS, VARIANCE_COLUMNS, claim_rows, variance_rows
 from klrl.training.config import TrainConfig, load_config
 from klrl.training.record import read_metrics

@@ -23,7 +23,7 @@ class Verb(NamedTuple):
 
 
 VERBS = {
-    "describe": Verb("klrl.claims", "print what each KL configuration's expected gradient is"),
+    "describe": Verb("klrl.describe", "print what each KL configuration's expected gradient is"),
     "toy-bias": Verb("klrl.toy.bias", "exact gradient bias and Monte Carlo variance on a tabular policy"),
     "prepare-data": Verb("klrl.tasks.data", "write a task's JSONL splits and manifest"),
     "pretrain-base": Verb(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from klrl.choices import KLConfig
+from klrl.kl_config import KLConfig
 from klrl.evaluation.harness import CONFIG_DEFAULTS
 from klrl.training.config import TrainConfig
 

@@ -37,7 +37,7 @@ from typing import NamedTuple
 import torch
 
 from klrl import estimators
-from klrl.choices import KLConfig, check_choice
+from klrl.kl_config import KLConfig, check_choice
 
 
 def at_least_fp32(x: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from klrl.choices import ADVANTAGES, AGGREGATIONS  # re-exported: defined torch-free in klrl.choices
+from klrl.kl_config import ADVANTAGES, AGGREGATIONS  # re-exported: defined torch-free in klrl.kl_config
 from klrl.kl import at_least_fp32
 
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 
-from klrl.choices import KLConfig
-from klrl.claims import describe
+from klrl.kl_config import KLConfig
+from klrl.describe import describe
 from klrl.estimators import STANDARD_CONFIGS
 from klrl.objectives import advantages
 from klrl.toy.exact import MODES, PerSequence, expected_gradient, per_sequence, sequence_kl_gradient

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from klrl.choices import KLConfig
+from klrl.kl_config import KLConfig
 from klrl.loss import LossConfig, batch_loss, reward_penalty, token_losses
 from klrl.toy.policy import ToyProblem
 

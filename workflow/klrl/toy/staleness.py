@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from klrl.choices import KLConfig
+from klrl.kl_config import KLConfig
 from klrl.estimators import STANDARD_CONFIGS
 from klrl.toy.bias import batch_estimates, total_variation
 from klrl.toy.exact import expected_gradient, per_sequence, sequence_kl_gradient

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from klrl.choices import ADVANTAGES, AGGREGATIONS, KL_OPTIONS, KLConfig
+from klrl.kl_config import ADVANTAGES, AGGREGATIONS, KL_OPTIONS, KLConfig
 from klrl.files import read_yaml
 from klrl.typed import check_fields, field_hint, from_mapping, parse_text
 
@@ -44,7 +44,7 @@ class TrainConfig:
     max_answer_chars: int = _help("longest reference answer accepted from the data, in characters", 1000)
     # the KL penalty
     kl: KLConfig = _help(
-        f"the KL penalty: name (a standard name of klrl.kl, e.g. k1-reward), beta (β) and the options {', '.join(KL_OPTIONS)} (klrl.choices.KLConfig)",
+        f"the KL penalty: name (a standard name of klrl.kl, e.g. k1-reward), beta (β) and the options {', '.join(KL_OPTIONS)} (klrl.kl_config.KLConfig)",
         factory=KLConfig,
     )
     # the policy-gradient estimator

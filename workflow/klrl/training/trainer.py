@@ -64,7 +64,7 @@ from klrl.training.attempt import write_config
 from klrl.training.checkpoint import load_checkpoint, remove_checkpoints, save_checkpoint
 from klrl.training.config import TrainConfig
 from klrl.training.distributed import load_local_state, local_rows, local_state
-from klrl.training.evaluation import pass_at_1
+from klrl.training.periodic_eval import pass_at_1
 from klrl.training.prompts import PromptSchedule, encode_prompts, stop_token_ids
 from klrl.training.sampling import HFSampler, Rollout, completion_texts
 from klrl.training.seeds import seeded_generator

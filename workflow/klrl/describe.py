@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from klrl import estimators
-from klrl.choices import KLConfig
+from klrl.kl_config import KLConfig
 from klrl.estimators import NO_PENALTY, OTHER, GradientClaim
 
 
