@@ -1,8 +1,9 @@
-"""The named choices of the objective, and `KLConfig`: plain Python, no torch.
+"""`KLConfig`: how the KL penalty enters the objective (estimator, placement, β, clamps, correction),
+validated against the registry of klrl.estimators; plain Python, no torch.
 
-`klrl.grid` (and so the Snakefile) validates every cell's training settings against these when
-Snakemake builds the DAG; keeping them free of torch keeps that fast. `klrl.kl` and
-`klrl.objectives` re-export them, so either import path works.
+`klrl.grid` (and so the Snakefile) validates every cell's training settings with it when
+Snakemake builds the DAG; keeping it free of torch keeps that fast. On import, every standard
+configuration of the registry is checked to be a valid KLConfig (`check_standard_configs`).
 """
 
 from __future__ import annotations
@@ -13,10 +14,6 @@ from klrl import estimators
 from klrl.typed import check_fields
 
 
-
-
-ADVANTAGES = ("rloo", "group-mean")
-AGGREGATIONS = ("seq-sum", "token-mean")
 
 
 def check_choice(owner: str, name: str, value: str, allowed: tuple[str, ...]) -> None:

@@ -1,4 +1,4 @@
-"""Training behaviour of a cell, from its files, by one stated rule (Table 1's last column).
+"""The training outcome of a cell, from its files, by one stated rule (Table 1's last column, `behaviour`).
 
     collapsed  the trainer stopped the cell (status `diverged`: a non-finite loss, or the
                collapse detector), or its final in-domain pass@1 is below half the base model's

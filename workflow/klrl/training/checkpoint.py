@@ -1,7 +1,7 @@
 """Training state on disk: written whole or not at all, read without running any code.
 
 A checkpoint holds everything the next step depends on: the step reached, the policy weights,
-the optimizer and scheduler, the RNG states, the data position and the stale-policy queue of
+the optimizer and scheduler, the RNG states and the stale-policy queue of
 off-policy runs, all as tensors and plain values (numbers, strings, lists, dicts). It is read
 back with `torch.load(weights_only=True)`, so a crafted file (a pickle that would call a
 function on load) is refused with `UnsafeCheckpoint`, never executed.

@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from klrl.kl_config import ADVANTAGES, AGGREGATIONS, KL_OPTIONS, KLConfig
+from klrl.kl_config import KL_OPTIONS, KLConfig
 from klrl.files import read_yaml
 from klrl.typed import check_fields, field_hint, from_mapping, parse_text
 
+ADVANTAGES = ("rloo", "group-mean")  # klrl.objectives.advantages
+AGGREGATIONS = ("seq-sum", "token-mean")  # klrl.objectives.normaliser
 GENERATION_BACKENDS = ("hf", "vllm")
 PRECISIONS = ("none", "bf16")  # bf16: bfloat16 compute over float32 master weights (FSDP)
 VLLM_DTYPES = ("float32", "bfloat16", "float16")

@@ -179,7 +179,6 @@ class Trainer:
             "optimizer": self.procs.full_optimizer_state(self.policy, self.optimizer),
             "scheduler": self.scheduler.state_dict(),
             "history": history,
-            "data_position": self.schedule.position(self.step),
         }
         if self.procs.is_main:
             save_checkpoint(self.out_dir, state)
