@@ -143,6 +143,18 @@ def test_a_trained_checkpoint_evaluates(tiny_base, eval_data, tmp_path):
     assert timing["generation"] > 0
 
 
+def test_an_evaluation_collects_no_environment_report_and_is_seeded(tiny_base, eval_data, monkeypatch):
+    """lm-eval's evaluator runs without its environment report (torch's collect_env: pip, lscpu,
+    ... as subprocesses); the same seed gives the same samples."""
+    import torch.utils.collect_env
+
+    monkeypatch.setattr(torch.utils.collect_env, "get_pretty_env_info", lambda: pytest.fail("torch's collect_env ran"))
+    runs = [evaluate(str(tiny_base), ["arith"], eval_data, Decoding(samples=2, max_new_tokens=4), limit=3, seed=seed)[0] for seed in (1, 1, 2)]
+    texts = [[sample["filtered_resps"][0] for sample in results["samples"]["klrl_arith"]] for results in runs]
+    assert texts[0] == texts[1] != texts[2]
+    assert "pretty_env_info" not in runs[0]
+
+
 def test_a_malformed_dataset_row_is_named_before_any_model_loads(tiny_base, eval_data, tmp_path):
     bad = tmp_path / "data"
     prepare("arith", bad / "arith", seed=0, sizes={"train": 4, "test": 4})

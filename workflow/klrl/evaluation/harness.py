@@ -1,4 +1,4 @@
-"""One model, several tasks, one call of `lm_eval.simple_evaluate`, timed phase by phase.
+"""One model, several tasks, one call of lm-eval's evaluator, timed phase by phase.
 
 Each requested task's lm-eval config is written from the task registry (`klrl.tasks.TASKS`) into
 a temporary folder, one YAML per task that includes `lm_eval_tasks/_template_yaml`, and the
@@ -9,21 +9,21 @@ paper's: pass@1 = the mean reward of `samples` completions per problem at temper
 top-p 1.0; `greedy` decodes once per problem at temperature 0 instead. A task whose prepared data
 has shots gets them as earlier chat turns (multi-turn few-shot), where the trainer puts them.
 
+The call is lm-eval's `evaluator.evaluate` on the loaded tasks, seeded as `simple_evaluate`
+seeds (Python, NumPy, torch and the few-shot sampler), not `simple_evaluate` itself: that adds
+an environment report (torch's collect_env, which runs pip, lscpu and more as subprocesses,
+about a second per evaluation) that no switch turns off; results.json records the versions.
 Timing splits the wall time into import, model load, task load (index + data), generation
-(time inside the backend's `generate_until`) and the rest of `simple_evaluate` (request
-building, grading, aggregation); everything but generation is the evaluation overhead.
-lm-eval's environment report (`add_env_info`: torch's collect_env, which runs pip, lscpu and
-more as subprocesses, about a second) is replaced by the versions alone: results.json records
-its own.
+(time inside the backend's `generate_until`) and the rest of the evaluation (request building,
+grading, aggregation); everything but generation is the evaluation overhead.
 """
 
 from __future__ import annotations
 
-import contextlib
+import random
 import tempfile
 import time
 from dataclasses import dataclass
-from importlib.metadata import version
 from pathlib import Path
 
 TEMPLATE = Path(__file__).parent / "lm_eval_tasks" / "_template_yaml"  # shared by every task; its `!function`s are hooks.py's
@@ -114,26 +114,6 @@ def check_model(model: str) -> None:
             raise ValueError(f"model {model}: transformers cannot read its config ({error})") from None
 
 
-def _versions_only(storage: dict) -> None:
-    """Stands in for lm-eval's add_env_info: the same keys, without torch's collect_env."""
-    storage["pretty_env_info"] = "not collected (klrl records versions in results.json)"
-    storage["transformers_version"] = version("transformers")
-    storage["lm_eval_version"] = version("lm_eval")
-    storage["upper_git_hash"] = None
-
-
-@contextlib.contextmanager
-def _no_env_report():
-    import lm_eval.evaluator
-
-    original = lm_eval.evaluator.add_env_info
-    lm_eval.evaluator.add_env_info = _versions_only
-    try:
-        yield
-    finally:
-        lm_eval.evaluator.add_env_info = original
-
-
 def _model_args(backend: str, model: str, revision: str | None, device: str, seed: int, vllm_memory_fraction: float) -> dict:
     on_cpu = device == "cpu"
     pinned = {"revision": revision} if revision else {}
@@ -165,8 +145,10 @@ def evaluate(
     check_model(model)
     timing = {}
     start = time.perf_counter()
-    import lm_eval
+    import numpy as np
+    import torch
     from lm_eval.api.registry import get_model
+    from lm_eval.evaluator import evaluate as lm_eval_evaluate
     from lm_eval.tasks import TaskManager
 
     timing["import"] = time.perf_counter() - start
@@ -174,7 +156,8 @@ def evaluate(
     with tempfile.TemporaryDirectory(prefix="klrl-lm-eval-tasks-") as configs:
         write_task_configs(tasks, Path(configs))
         manager = TaskManager(include_path=configs, include_defaults=False, metadata={"data_dir": str(data_dir)})
-        loaded = manager.load([lm_eval_task_name(task) for task in tasks])["tasks"]
+        task_dict = manager.load([lm_eval_task_name(task) for task in tasks])
+    loaded = task_dict["tasks"]
     timing["task_load"] = time.perf_counter() - mark
     mark = time.perf_counter()
     try:
@@ -184,6 +167,7 @@ def evaluate(
     except (OSError, ValueError, RuntimeError) as error:
         raise ValueError(f"model {model}: the {backend} backend cannot load it ({error})") from error
     for task in loaded.values():
+        task.set_fewshot_seed(seed=seed)
         task.set_config("repeats", decoding.samples)
         task.set_config("num_fewshot", len(task.fewshot_docs()))  # every shot of the manifest, in order
         task.set_config("generation_kwargs", decoding.generation_kwargs(stops))
@@ -200,20 +184,17 @@ def evaluate(
 
     lm.generate_until = timed_generate_until
     mark = time.perf_counter()
-    with _no_env_report():
-        results = lm_eval.simple_evaluate(
-            model=lm,
-            tasks=list(loaded.values()),
-            task_manager=manager,
-            apply_chat_template=True,
-            fewshot_as_multiturn=True,  # shots are earlier chat turns, as the trainer puts them
-            log_samples=True,
-            limit=limit,
-            random_seed=seed,
-            numpy_random_seed=seed,
-            torch_random_seed=seed,
-            fewshot_random_seed=seed,
-        )
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    results = lm_eval_evaluate(
+        lm=lm,
+        task_dict=task_dict,
+        limit=limit,
+        log_samples=True,
+        apply_chat_template=True,
+        fewshot_as_multiturn=True,  # shots are earlier chat turns, as the trainer puts them
+    )
     timing["evaluate_other"] = time.perf_counter() - mark - timing["generation"]
     timing["total"] = time.perf_counter() - start
     timing["overhead"] = timing["total"] - timing["generation"]
