@@ -15,31 +15,15 @@ from klrl.training.distributed import local_rows
 from klrl.training.record import read_metrics
 from safetensors.torch import load_file
 
+from conftest import tiny_settings
+
 PARITY_CLI = Path(__file__).with_name("parity_klrl.py")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
 COMPARED = ("loss/total", "loss/kl", "loss/policy", "kl/k1", "kl/k2", "kl/k3", "optim/grad_norm", "rollout/reward_mean", "periodic_eval/pass@1")
 
 
 def _settings(tiny_base, arith_data, kl="none", beta=0.0, kl_options=None, **overrides) -> dict:
-    return {
-        "kl": {"name": kl, "beta": beta} | (kl_options or {}),
-        "base_model": str(tiny_base),
-        "train_data": str(arith_data / "train.jsonl"),
-        "eval_data": str(arith_data / "test.jsonl"),
-        "reward": "parity",
-        "steps": 3,
-        "prompts_per_step": 4,
-        "group_size": 4,
-        "max_new_tokens": 6,
-        "lr": 1e-3,
-        "weight_decay": 0.0,
-        "eval_every": 0,
-        "eval_size": 4,
-        "eval_samples": 2,
-        "checkpoint_every": 0,
-        "collapse_window": 0,
-        "threads": 1,
-    } | overrides
+    return tiny_settings(tiny_base, arith_data, kl, beta, kl_options, **({"reward": "parity", "steps": 3, "lr": 1e-3, "eval_samples": 2, "threads": 1} | overrides))
 
 
 def _train(folder: Path, settings: dict, launcher: list[str], cli: list[str]) -> float:

@@ -15,11 +15,12 @@ from klrl.evaluation.lm_eval_tasks.hooks import grade
 from klrl.rewards import arithmetic_reward, math_reward
 from klrl.tasks import TASKS
 from klrl.tasks.data import prepare, read_split
-from klrl.training.config import TrainConfig
 from klrl.training.periodic_eval import pass_at_1
 from klrl.training.prompts import chat_messages, encode_prompts, stop_token_ids
 from klrl.training.sampling import HFSampler, completion_texts
 from klrl.training.trainer import Trainer
+
+from conftest import records, tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -29,10 +30,6 @@ def eval_data(tmp_path_factory) -> Path:
     for task in ("arith", "arith-long"):
         prepare(task, root / task, seed=0, sizes={"train": 16, "test": 12})
     return root
-
-
-def _samples(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def test_every_registered_task_gets_an_lm_eval_config_that_reads_its_prepared_data(eval_data, tmp_path):
@@ -72,16 +69,16 @@ def test_evaluate_command_writes_scores_and_per_sample_logs(tiny_base, eval_data
     }
     tokenizer = AutoTokenizer.from_pretrained(tiny_base)
     for task in ("arith", "arith-long"):
-        records = _samples(out.parent / "samples" / f"{task}.jsonl")
+        logged = records(out.parent / "samples" / f"{task}.jsonl")
         rows = read_split(eval_data / task / "test.jsonl")
-        assert [r["id"] for r in records] == [row["id"] for row in rows]
-        for record, row in zip(records, rows):
+        assert [r["id"] for r in logged] == [row["id"] for row in rows]
+        for record, row in zip(logged, rows):
             assert len(record["completions"]) == 3
             assert record["rewards"] == arithmetic_reward(record["completions"], [row["answer"]] * 3)
             assert record["prompt"] == tokenizer.apply_chat_template(
                 [{"role": "user", "content": row["prompt"]}], add_generation_prompt=True, tokenize=False
             )
-        per_problem = [sum(r["rewards"]) / 3 for r in records]
+        per_problem = [sum(r["rewards"]) / 3 for r in logged]
         mean = sum(per_problem) / len(per_problem)
         stderr = math.sqrt(sum((p - mean) ** 2 for p in per_problem) / (len(per_problem) - 1) / len(per_problem))
         score = summary["tasks"][task]
@@ -123,19 +120,7 @@ def test_greedy_evaluation_sees_exactly_what_the_trainer_sees(talkative_base, ev
 
 
 def test_a_trained_checkpoint_evaluates(tiny_base, eval_data, tmp_path):
-    config = TrainConfig(
-        base_model=str(tiny_base),
-        train_data=str(eval_data / "arith" / "train.jsonl"),
-        eval_data=str(eval_data / "arith" / "test.jsonl"),
-        reward="arithmetic",
-        steps=2,
-        prompts_per_step=4,
-        group_size=2,
-        max_new_tokens=4,
-        eval_size=2,
-        eval_samples=1,
-        collapse_window=0,
-    )
+    config = tiny_config(tiny_base, eval_data / "arith", group_size=2, max_new_tokens=4, eval_size=2)
     Trainer(config, tmp_path / "train").run()
     results, timing = evaluate(str(tmp_path / "train" / "final"), ["arith"], eval_data, Decoding(samples=2, max_new_tokens=4))
     assert results["n-samples"]["klrl_arith"]["effective"] == 12

@@ -6,16 +6,16 @@ deliberate change moves them, re-pin with the values the failure prints, and say
 import pytest
 import torch
 
-from klrl.kl_config import KLConfig
 from klrl.training import trainer as trainer_module
-from klrl.training.config import TrainConfig
 from klrl.training.record import read_metrics
 from klrl.training.trainer import Trainer
 
+from conftest import tiny_config
+
 KEYS = ("loss/total", "kl/k1", "rollout/reward_mean")
 CELLS = {
-    "on-policy k1-reward": {"kl": KLConfig.from_name("k1-reward", beta=0.1)},
-    "off-policy k3-loss, lag 2": {"kl": KLConfig.from_name("k3-loss", beta=0.1), "async_lag": 2, "advantage": "group-mean", "ratio_clamp": 8.0},
+    "on-policy k1-reward": {"kl": "k1-reward", "beta": 0.1},
+    "off-policy k3-loss, lag 2": {"kl": "k3-loss", "beta": 0.1, "async_lag": 2, "advantage": "group-mean", "ratio_clamp": 8.0},
 }
 GOLDEN = {  # [loss/total, kl/k1, rollout/reward_mean] at steps 0-4
     "on-policy k1-reward": [
@@ -42,11 +42,7 @@ def _parity_reward(completions, references):
 @pytest.mark.parametrize("cell", list(CELLS))
 def test_golden_trajectory(tiny_base, arith_data, tmp_path, monkeypatch, cell):
     monkeypatch.setattr(trainer_module, "get_reward", lambda _: _parity_reward)
-    config = TrainConfig(
-        base_model=str(tiny_base), train_data=str(arith_data / "train.jsonl"), eval_data=str(arith_data / "test.jsonl"),
-        reward="parity", steps=5, prompts_per_step=4, group_size=4, max_new_tokens=6, lr=1e-2, weight_decay=0.0,
-        eval_every=0, eval_size=4, eval_samples=1, checkpoint_every=0, collapse_window=0, threads=1, seed=0, **CELLS[cell],
-    )
+    config = tiny_config(tiny_base, arith_data, reward="parity", steps=5, threads=1, seed=0, **CELLS[cell])
     threads = torch.get_num_threads()
     try:
         Trainer(config, tmp_path).run()

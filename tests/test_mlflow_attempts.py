@@ -29,16 +29,14 @@ from klrl.training.record import write_status
 from klrl.typed import from_mapping
 from klrl.ui_server import mlflow_server as serve_mlflow
 
+from conftest import tiny_settings
+
 CELL = "tiny__k3-loss__b0.1__on__s0"
 
 
 def _settings(tiny_base, arith_data, **overrides) -> dict:
-    return {
-        "base_model": str(tiny_base), "train_data": str(arith_data / "train.jsonl"), "eval_data": str(arith_data / "test.jsonl"),
-        "reward": "arithmetic", "steps": 2, "prompts_per_step": 2, "group_size": 2, "max_new_tokens": 4, "lr": 1e-2,
-        "weight_decay": 0.0, "eval_every": 0, "eval_size": 2, "eval_samples": 1, "checkpoint_every": 1, "collapse_window": 0,
-        "kl": {"name": "k3-loss", "beta": 0.1}, "threads": 1,
-    } | overrides
+    small = {"prompts_per_step": 2, "group_size": 2, "max_new_tokens": 4, "eval_size": 2, "checkpoint_every": 1, "threads": 1}
+    return tiny_settings(tiny_base, arith_data, "k3-loss", 0.1, **(small | overrides))
 
 
 def _write_config(path: Path, settings: dict) -> Path:

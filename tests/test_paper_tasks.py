@@ -18,6 +18,8 @@ import pytest
 
 from klrl.tasks import countdown, math as math_task, mmlu
 
+from conftest import records
+
 
 @pytest.fixture(autouse=True)
 def no_network(monkeypatch):
@@ -40,10 +42,6 @@ def fake_datasets(monkeypatch, tables: dict) -> list:
     module.load_dataset = load_dataset
     monkeypatch.setitem(sys.modules, "datasets", module)
     return calls
-
-
-def raw_lines(path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def config_of(math_type: str) -> str:
@@ -69,7 +67,7 @@ def test_math_fixture_counts_and_coverage():
 
 
 def test_math_fixture_answers_are_the_last_boxed_content():
-    raws = raw_lines(math_task.FIXTURE)
+    raws = records(math_task.FIXTURE)
     rows = math_task.load_math("train", "fixture") + math_task.load_math("test", "fixture")
     by_line = {int(row["id"].rsplit("/", 1)[1]): row for row in rows}
     assert sorted(by_line) == list(range(1, len(raws) + 1))
@@ -163,7 +161,7 @@ def test_math_bad_split_or_source():
 
 
 def test_math_hub_branch_concatenates_the_seven_configs(monkeypatch):
-    raws = raw_lines(math_task.FIXTURE)
+    raws = records(math_task.FIXTURE)
     tables = {
         (math_task.TRAIN_HUB, subject, "train"): [raw for raw in raws if config_of(raw["type"]) == subject]
         for subject in math_task.SUBJECTS
@@ -204,7 +202,7 @@ def test_math_hub_branch_concatenates_the_seven_configs(monkeypatch):
 
 
 def test_mmlu_fixture_counts_and_letters():
-    raws = raw_lines(mmlu.FIXTURE)
+    raws = records(mmlu.FIXTURE)
     for subject in mmlu.SUBJECTS:
         rows = mmlu.load_mmlu(subject, "fixture")
         assert len(rows) == 6 and all(row["meta"]["subject"] == subject for row in rows)
@@ -258,7 +256,7 @@ def test_mmlu_unknown_subject_and_source():
 
 
 def test_mmlu_hub_branch(monkeypatch):
-    raws = raw_lines(mmlu.FIXTURE)
+    raws = records(mmlu.FIXTURE)
     tables = {(mmlu.HUB, s, "test"): [raw for raw in raws if raw["subject"] == s] for s in mmlu.SUBJECTS}
     calls = fake_datasets(monkeypatch, tables)
     rows = mmlu.load_mmlu("college_chemistry")

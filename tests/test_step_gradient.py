@@ -4,13 +4,13 @@ klrl.kl / klrl.objectives / klrl.loss: every KL configuration, on- and off-polic
 import pytest
 import torch
 
-from klrl.kl_config import KLConfig
 from klrl.estimators import STANDARD_CONFIGS
 from klrl.training import trainer as trainer_module
-from klrl.training.config import TrainConfig
 from klrl.training.sampling import completion_texts
 from klrl.training.scoring import completion_logits, token_logp
 from klrl.training.trainer import Trainer
+
+from conftest import tiny_config
 
 BETA = 0.5
 
@@ -67,11 +67,8 @@ def test_the_applied_gradient_is_the_hand_written_loss(tiny_base, arith_data, tm
         "ratio_clamp": 1.02 if off else None,
         "micro_batch_size": 5 if off else None,
     }
-    config = TrainConfig(
-        base_model=str(tiny_base), train_data=str(arith_data / "train.jsonl"), eval_data=str(arith_data / "test.jsonl"),
-        reward="parity", kl=KLConfig.from_name(name, beta=0.0 if name == "none" else BETA), async_lag=int(off), steps=3,
-        prompts_per_step=4, group_size=4, max_new_tokens=6, lr=0.05, weight_decay=0.0, grad_clip=1e9,
-        eval_every=0, checkpoint_every=0, collapse_window=0, **settings,
+    config = tiny_config(
+        tiny_base, arith_data, name, 0.0 if name == "none" else BETA, reward="parity", async_lag=int(off), steps=3, lr=0.05, grad_clip=1e9, **settings
     )
     trainer = Trainer(config, tmp_path)
     torch.manual_seed(0)  # a policy away from the reference, so that every KL term is non-zero

@@ -12,7 +12,6 @@ from safetensors.torch import load_file
 
 from klrl.kl import kl_terms
 from klrl.objectives import aggregate
-from klrl.kl_config import KLConfig
 from klrl.training import trainer as trainer_module
 from klrl.training.config import TrainConfig, load_config
 from klrl.training.sampling import HFSampler
@@ -21,27 +20,7 @@ from klrl.training.seeds import seeded_generator
 from klrl.training.record import read_metrics
 from klrl.training.trainer import Trainer
 
-
-def _config(tiny_base, arith_data, kl: str = "none", beta: float = 0.0, **overrides) -> TrainConfig:
-    values = {
-        "kl": KLConfig.from_name(kl, beta=beta),
-        "base_model": str(tiny_base),
-        "train_data": str(arith_data / "train.jsonl"),
-        "eval_data": str(arith_data / "test.jsonl"),
-        "reward": "arithmetic",
-        "steps": 2,
-        "prompts_per_step": 4,
-        "group_size": 4,
-        "max_new_tokens": 6,
-        "lr": 1e-2,
-        "weight_decay": 0.0,
-        "eval_every": 0,
-        "eval_size": 4,
-        "eval_samples": 1,
-        "checkpoint_every": 0,
-        "collapse_window": 0,
-    }
-    return TrainConfig(**(values | overrides))
+from conftest import tiny_config
 
 
 def _parity_reward(completions, references):
@@ -63,7 +42,7 @@ def _strip_times(records):
 
 
 def test_every_parameter_changes_after_one_step(tiny_base, arith_data, tmp_path, parity_reward):
-    trainer = Trainer(_config(tiny_base, arith_data, steps=1), tmp_path)
+    trainer = Trainer(tiny_config(tiny_base, arith_data, steps=1), tmp_path)
     before = _weights(trainer.policy)
     trainer.run()
     after = _weights(trainer.policy)
@@ -77,7 +56,7 @@ def test_every_parameter_changes_after_one_step(tiny_base, arith_data, tmp_path,
 def test_in_loss_kl_gradient_is_what_klrl_kl_prescribes(tiny_base, arith_data, tmp_path, monkeypatch, name):
     # a constant reward: every advantage is 0, so the whole gradient is the KL loss term's
     monkeypatch.setattr(trainer_module, "get_reward", lambda _: lambda c, r: [1.0] * len(c))
-    trainer = Trainer(_config(tiny_base, arith_data, kl=name, beta=0.5, grad_clip=1e9), tmp_path)
+    trainer = Trainer(tiny_config(tiny_base, arith_data, kl=name, beta=0.5, grad_clip=1e9), tmp_path)
     torch.manual_seed(0)
     trainer.policy.load_state_dict({k: v + 0.05 * torch.randn_like(v) for k, v in trainer.policy.state_dict().items()})
     start = _weights(trainer.policy)
@@ -105,7 +84,7 @@ def test_in_loss_kl_gradient_is_what_klrl_kl_prescribes(tiny_base, arith_data, t
 
 def test_reward_placement_shapes_the_advantage_not_the_loss(tiny_base, arith_data, tmp_path, monkeypatch):
     monkeypatch.setattr(trainer_module, "get_reward", lambda _: lambda c, r: [1.0] * len(c))
-    trainer = Trainer(_config(tiny_base, arith_data, kl="k1-reward", beta=0.5), tmp_path)
+    trainer = Trainer(tiny_config(tiny_base, arith_data, kl="k1-reward", beta=0.5), tmp_path)
     torch.manual_seed(0)
     trainer.policy.load_state_dict({k: v + 0.05 * torch.randn_like(v) for k, v in trainer.policy.state_dict().items()})
     record = trainer.train_step()
@@ -117,10 +96,10 @@ def test_reward_placement_shapes_the_advantage_not_the_loss(tiny_base, arith_dat
 def test_lag_zero_is_the_on_policy_path_and_lag_one_is_not(tiny_base, arith_data, tmp_path, parity_reward):
     runs = {}
     for lag in (0, 1):
-        trainer = Trainer(_config(tiny_base, arith_data, async_lag=lag, kl="k3-loss", beta=0.1, steps=1), tmp_path / f"one{lag}")
+        trainer = Trainer(tiny_config(tiny_base, arith_data, async_lag=lag, kl="k3-loss", beta=0.1, steps=1), tmp_path / f"one{lag}")
         trainer.run()
         runs[("one", lag)] = _weights(trainer.policy)
-        trainer = Trainer(_config(tiny_base, arith_data, async_lag=lag, kl="k3-loss", beta=0.1, steps=3), tmp_path / f"three{lag}")
+        trainer = Trainer(tiny_config(tiny_base, arith_data, async_lag=lag, kl="k3-loss", beta=0.1, steps=3), tmp_path / f"three{lag}")
         trainer.run()
         runs[("three", lag)] = _weights(trainer.policy)
     # at step 0 the lagged actor holds the same weights as the learner: the off-policy
@@ -135,7 +114,7 @@ def test_lag_zero_is_the_on_policy_path_and_lag_one_is_not(tiny_base, arith_data
 def test_same_seed_same_run_other_seed_other_run(tiny_base, arith_data, tmp_path, parity_reward):
     histories = {}
     for name, seed in (("a", 3), ("b", 3), ("c", 4)):
-        Trainer(_config(tiny_base, arith_data, seed=seed, kl="k1-reward", beta=0.1), tmp_path / name).run()
+        Trainer(tiny_config(tiny_base, arith_data, seed=seed, kl="k1-reward", beta=0.1), tmp_path / name).run()
         histories[name] = _strip_times(read_metrics(tmp_path / name / "metrics.jsonl"))
     assert histories["a"] == histories["b"]
     assert histories["a"] != histories["c"]
@@ -143,7 +122,7 @@ def test_same_seed_same_run_other_seed_other_run(tiny_base, arith_data, tmp_path
 
 def test_non_finite_loss_stops_the_cell_cleanly(tiny_base, arith_data, tmp_path, monkeypatch):
     monkeypatch.setattr(trainer_module, "get_reward", lambda _: lambda c, r: [float("nan")] * len(c))
-    status = Trainer(_config(tiny_base, arith_data, steps=5), tmp_path).run()
+    status = Trainer(tiny_config(tiny_base, arith_data, steps=5), tmp_path).run()
     assert status == "diverged"
     record = json.loads((tmp_path / "status.json").read_text())
     assert record["status"] == "diverged" and record["step"] == 0
@@ -160,7 +139,7 @@ def test_collapse_detector_stops_a_collapsing_cell(tiny_base, arith_data, tmp_pa
         return [1.0 if len(calls) <= 2 else 0.0] * len(completions)
 
     monkeypatch.setattr(trainer_module, "get_reward", lambda _: collapsing)
-    config = _config(tiny_base, arith_data, steps=10, collapse_window=2, collapse_ratio=0.5, eval_size=1)
+    config = tiny_config(tiny_base, arith_data, steps=10, collapse_window=2, collapse_ratio=0.5, eval_size=1)
     trainer = Trainer(config, tmp_path)
     trainer.evaluate = lambda: 0.0  # keep the reward calls to training rollouts
     assert trainer.run() == "diverged"
@@ -186,7 +165,7 @@ def test_config_errors_name_the_key(tmp_path):
 
 @pytest.mark.slow
 def test_resume_after_a_real_kill_equals_an_uninterrupted_run(tiny_base, arith_data, tmp_path):
-    config = _config(tiny_base, arith_data, steps=40, checkpoint_every=7, eval_every=10, kl="k3-loss", beta=0.1, async_lag=2)
+    config = tiny_config(tiny_base, arith_data, steps=40, checkpoint_every=7, eval_every=10, kl="k3-loss", beta=0.1, async_lag=2)
     path = tmp_path / "cell.yaml"
     path.write_text(yaml.safe_dump(config.to_dict()))
     command = [sys.executable, "-m", "klrl", "train", "--config", str(path), "--out"]
@@ -220,7 +199,7 @@ def test_resume_after_a_real_kill_equals_an_uninterrupted_run(tiny_base, arith_d
 def test_every_kl_configuration_trains_on_and_off_policy(tiny_base, arith_data, tmp_path, parity_reward, name, lag):
     beta = 0.0 if name == "none" else 0.1
     advantage = "group-mean" if lag else "rloo"
-    config = _config(tiny_base, arith_data, kl=name, beta=beta, async_lag=lag, advantage=advantage, ratio_clamp=8.0, steps=3)
+    config = tiny_config(tiny_base, arith_data, kl=name, beta=beta, async_lag=lag, advantage=advantage, ratio_clamp=8.0, steps=3)
     assert Trainer(config, tmp_path).run() == "completed"
     records = read_metrics(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in records] == [0, 1, 2, 3]
@@ -230,7 +209,7 @@ def test_every_kl_configuration_trains_on_and_off_policy(tiny_base, arith_data, 
 
 
 def test_ppo_minibatches_run_several_updates_per_batch(tiny_base, arith_data, tmp_path, parity_reward, monkeypatch):
-    config = _config(tiny_base, arith_data, ppo_clip=0.2, ppo_epochs=2, minibatches=2, steps=1, kl="k3-loss", beta=0.1)
+    config = tiny_config(tiny_base, arith_data, ppo_clip=0.2, ppo_epochs=2, minibatches=2, steps=1, kl="k3-loss", beta=0.1)
     trainer = Trainer(config, tmp_path)
     steps = []
     original = trainer.optimizer.step
@@ -247,7 +226,7 @@ def test_metrics_reach_mlflow_when_tracking_is_on(tiny_base, arith_data, tmp_pat
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     client = MlflowClient()
     run = client.create_run(client.create_experiment("test", artifact_location=(tmp_path / "artifacts").as_uri()))
-    Trainer(_config(tiny_base, arith_data, steps=2, kl="k1-reward", beta=0.1), tmp_path / "cell", Tracker(run.info.run_id)).run()
+    Trainer(tiny_config(tiny_base, arith_data, steps=2, kl="k1-reward", beta=0.1), tmp_path / "cell", Tracker(run.info.run_id)).run()
     history = client.get_metric_history(run.info.run_id, "rollout/reward_mean")
     assert [m.step for m in history] == [0, 1]
     assert client.get_run(run.info.run_id).data.params["kl"] == "k1-reward"
@@ -267,7 +246,7 @@ def test_the_sampler_is_synced_with_the_weights_it_samples_from(tiny_base, arith
     the weights of optimizer step `version`: the lagged ones for rollouts, the current for evaluations."""
     synced = []
     monkeypatch.setattr(HFSampler, "sync", lambda self, model, version: synced.append((version, _weights(model))))
-    trainer = Trainer(_config(tiny_base, arith_data, async_lag=2, steps=4, kl="k3-loss", beta=0.1), tmp_path / "cell")
+    trainer = Trainer(tiny_config(tiny_base, arith_data, async_lag=2, steps=4, kl="k3-loss", beta=0.1), tmp_path / "cell")
     policy_at, train_step = {}, trainer.train_step
 
     def recording_step():
@@ -303,7 +282,7 @@ def test_micro_batches_take_the_whole_batch_step(tiny_base, arith_data, tmp_path
     alone or within PPO epochs and minibatches (minibatches of 8 rows: chunks of 3, 3, 2)."""
     runs = {}
     for micro in (None, 3):
-        trainer = Trainer(_config(tiny_base, arith_data, steps=3, micro_batch_size=micro, **settings), tmp_path / str(micro))
+        trainer = Trainer(tiny_config(tiny_base, arith_data, steps=3, micro_batch_size=micro, **settings), tmp_path / str(micro))
         trainer.run()
         runs[micro] = (_strip_times(read_metrics(tmp_path / str(micro) / "metrics.jsonl")), _weights(trainer.policy))
     (whole, whole_weights), (chunked, chunked_weights) = runs[None], runs[3]

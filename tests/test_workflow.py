@@ -15,15 +15,7 @@ from klrl.training.config import (
     VLLM_DTYPES,
     TrainConfig,
 )
-from workflow_helpers import (
-    FIGURES,
-    ROOT,
-    copy_workflow,
-    job_counts,
-    load_config,
-    snakemake,
-    train_commands,
-)
+from workflow_helpers import FIGURES, ROOT, copy_workflow, job_counts, load_config, snakemake, train_commands
 
 # ---------------------------------------------------------------------------------- config
 
