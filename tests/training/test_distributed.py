@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 
 from conftest import tiny_settings
 
-PARITY_CLI = Path(__file__).with_name("parity_klrl.py")
+PARITY_CLI = Path(__file__).parents[1] / "parity_klrl.py"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
 COMPARED = ("loss/total", "loss/kl", "loss/policy", "kl/k1", "kl/k2", "kl/k3", "optim/grad_norm", "rollout/reward_mean", "periodic_eval/pass@1")
 
