@@ -79,8 +79,8 @@ MUTANTS = {
         (K + "training/trainer.py", "kl = self._aggregate(terms.loss_tokens, mask, batch_mask)", "kl = self._aggregate(terms.loss_tokens, mask)"),
     ],
 }
-TESTS = ["tests/test_kl.py", "tests/test_objectives.py", "tests/test_toy_exact.py", "tests/test_golden.py",
-         "tests/test_step_gradient.py", "tests/test_trainer.py"]
+TESTS = ["tests/test_kl.py", "tests/test_objectives.py", "tests/toy/test_exact.py", "tests/training/test_golden.py",
+         "tests/training/test_step.py", "tests/training/test_trainer.py"]
 
 
 def run(root: Path, names: list[str]) -> dict[str, str]:

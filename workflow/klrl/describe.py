@@ -1,7 +1,7 @@
 """`klrl describe`: what each KL configuration's expected gradient is, on- and off-policy.
 
 The claims are those `klrl.estimators` declares (an estimator's per placement, a correction's),
-for sum-over-tokens aggregation with no clamp or truncation acting; `tests/test_toy_exact.py`
+for sum-over-tokens aggregation with no clamp or truncation acting; `tests/toy/test_exact.py`
 holds each one exactly, and the README's table is this verb's output.
 """
 
