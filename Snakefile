@@ -38,7 +38,7 @@ include: "workflow/rules/unknown_cell.smk"
 
 rule all:
     input:
-        f"{OUT}/tables/main.csv",
-        expand(f"{OUT}/figures/{{figure}}.png", figure=FIGURES),
-        f"{OUT}/mlflow/figures.txt",
+        str(LAYOUT.tables("main.csv")),
+        [str(LAYOUT.figures(f"{figure}.png")) for figure in FIGURES],
+        str(LAYOUT.figures_marker()),
     default_target: True

@@ -1,7 +1,7 @@
 """Does lm-eval's pass@1 agree with the trainer's periodic evaluation, and what does lm-eval cost?
 
 Scores one model on the first N problems of a prepared split twice, at temperature 1 with n
-samples per problem: with the trainer's own evaluation (`klrl.training.evaluation.problem_pass_at_1`, the
+samples per problem: with the trainer's own evaluation (`klrl.training.periodic_eval.problem_pass_at_1`, the
 number a cell's metrics.jsonl logs) and through `klrl evaluate`'s lm-eval path. Both are
 unbiased estimates of the same pass@1, from independent samples, so their per-problem
 difference has mean 0; the script prints both scores, the paired standard error of the
@@ -24,7 +24,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from klrl.evaluation.harness import Decoding, evaluate, lm_eval_task_name
 from klrl.rewards import get_reward
 from klrl.tasks.data import read_manifest, read_split
-from klrl.training.evaluation import problem_pass_at_1
+from klrl.training.periodic_eval import problem_pass_at_1
 from klrl.training.sampling import HFSampler
 
 

@@ -4,7 +4,7 @@ Evaluates a random tiny model on the arith family's three tasks (`--problems` ea
 per problem, temperature 1, at most `--new-tokens`: a random model never ends early, where
 the trained tiny base answers in a few tokens) through `harness.evaluate`, each repetition in a fresh process
 so that the import is counted, and prints the harness's own split (import, task load, model
-load, generation = time inside the backend's generate_until, the rest of simple_evaluate)
+load, generation = time inside the backend's generate_until, the rest of lm-eval's evaluator)
 plus the process's whole wall time; medians over repetitions. `--profile FILE` adds one
 cProfiled run, saved to FILE, and prints its top lm-eval / klrl functions by cumulative time.
 

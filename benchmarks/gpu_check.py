@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 from klrl.models.tiny import TinyConfig, pretrain_tiny
 from klrl.tasks.data import prepare
-from klrl.training.tracking import read_metrics
+from klrl.training.record import read_metrics
 
 
 def build_base(model: str, out: Path) -> Path:

@@ -35,7 +35,7 @@ from pathlib import Path
 import yaml
 
 from common import machine, markdown_table
-from klrl.grid import results_root
+from klrl.paths import Layout
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_FILES = ("Snakefile", "workflow/rules", "workflow/schemas", "workflow/report", "config", "envs", "profiles", "paper_figures")
@@ -114,7 +114,7 @@ def benchmark_file(bench: Path, rule: str, values: list[str]) -> Path | None:
 def summarise(folder: Path, configfile: str) -> dict:
     """Summed job seconds, seconds and peak memory per rule, the critical path and the RL step's
     phases of a finished run in `folder`."""
-    out = folder / results_root(yaml.safe_load((folder / configfile).read_text()))
+    out = folder / Layout.of(yaml.safe_load((folder / configfile).read_text())).root
     bench = out / "benchmarks"
     nodes, edges = dag(folder, configfile)
     parents = defaultdict(list)

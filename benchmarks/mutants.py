@@ -30,8 +30,14 @@ MUTANTS = {
     "estimator sign flipped (δ = log πref − log πθ)": [
         (K + "kl.py", "delta = at_least_fp32(logp) - at_least_fp32(ref_logp)", "delta = at_least_fp32(ref_logp) - at_least_fp32(logp)"),
     ],
-    "K1 and K3 swapped": [(K + "kl.py", '{"k1": _k1, "k2": _k2, "k3": _k3}', '{"k1": _k3, "k2": _k2, "k3": _k1}')],
-    "K3 of the other direction (ρ ↔ 1/ρ)": [(K + "kl.py", "torch.expm1(-delta) + delta)", "torch.expm1(delta) - delta)")],
+    "K1 and K3 swapped": [
+        (K + "estimators.py", '"k1", "K1_t = δ_t", _k1,', '"k1", "K1_t = δ_t", _k3,'),
+        (K + "kl.py", '{"k1": _k1, "k2": _k2, "k3": _k3}', '{"k1": _k3, "k2": _k2, "k3": _k1}'),
+    ],
+    "K3 of the other direction (ρ ↔ 1/ρ)": [
+        (K + "estimators.py", "(-delta).expm1() + delta)", "delta.expm1() - delta)"),
+        (K + "kl.py", "torch.expm1(-delta) + delta)", "torch.expm1(delta) - delta)"),
+    ],
     "stop-gradient dropped on the IS-weighted K1": [
         (K + "kl.py", "loss_tokens = beta * values.detach() * weight * mask", "loss_tokens = beta * values * weight * mask"),
     ],
@@ -73,8 +79,8 @@ MUTANTS = {
         (K + "training/trainer.py", "kl = self._aggregate(terms.loss_tokens, mask, batch_mask)", "kl = self._aggregate(terms.loss_tokens, mask)"),
     ],
 }
-TESTS = ["tests/test_kl.py", "tests/test_objectives.py", "tests/test_toy_exact.py", "tests/test_golden.py",
-         "tests/test_step_gradient.py", "tests/test_trainer.py"]
+TESTS = ["tests/test_kl.py", "tests/test_objectives.py", "tests/toy/test_exact.py", "tests/training/test_golden.py",
+         "tests/training/test_step.py", "tests/training/test_trainer.py"]
 
 
 def run(root: Path, names: list[str]) -> dict[str, str]:

@@ -39,7 +39,7 @@ BETA = 0.1
 
 
 def ours(args) -> list[dict]:
-    from klrl.choices import KLConfig
+    from klrl.kl_config import KLConfig
     from klrl.training.config import TrainConfig
     from klrl.training.trainer import Trainer
 

@@ -3,8 +3,8 @@ each β: the mean over seeds and problems with a bootstrap 95% interval over bot
 model (dashed). The paper's claim: K1 in the reward scores best, in and out of domain, and K3 in the
 loss trails it most out of domain. Cells: every on-policy cell (results/tables/main.csv)."""
 
-from bars import bars
-from style import arguments, read
+from helpers.bars import bars
+from helpers.style import arguments, read
 
 args = arguments(__doc__)
 main = read(args.tables, "main")

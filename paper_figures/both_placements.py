@@ -4,8 +4,8 @@ seeds and problems with a bootstrap 95% interval, beside the base model (dashed)
 K3 in both matches K1 in the reward. Cells: the on-policy k1-both, k3-both, k1-reward and k3-loss
 cells at the β of the "both" cells."""
 
-from bars import bars
-from style import arguments, read
+from helpers.bars import bars
+from helpers.style import arguments, read
 
 args = arguments(__doc__)
 main = read(args.tables, "main")

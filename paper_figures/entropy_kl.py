@@ -6,7 +6,7 @@ gradient) and K1 in the loss (zero in expectation), each at its largest β. The 
 placement restrains the divergence its gradient targets. Cells: the on-policy none, k1-reward,
 k3-loss and k1-loss cells at the largest β of each."""
 
-from style import arguments, curve_figure, read_curves
+from helpers.style import arguments, curve_figure, read_curves
 
 CONFIGS = ("none", "k1-reward", "k3-loss", "k1-loss")
 args = arguments(__doc__)

@@ -2,7 +2,7 @@
 and K1 in the reward. Its gradient is zero in expectation, so the paper's claim is that it behaves
 like no KL with noise that grows with β. Cells: every on-policy k1-loss, k1-reward and none cell."""
 
-from style import PASS_AT_1, arguments, curve_figure, read_curves
+from helpers.style import PASS_AT_1, arguments, curve_figure, read_curves
 
 args = arguments(__doc__)
 curves = read_curves(args.tables)

@@ -2,7 +2,7 @@
 (unbiased): held-out in-domain pass@1 against training step, on-policy, at each β. The paper's
 claim: both are stable, K1 in the reward ahead. Cells: every on-policy k3-loss and k1-reward cell."""
 
-from style import PASS_AT_1, arguments, curve_figure, read_curves
+from helpers.style import PASS_AT_1, arguments, curve_figure, read_curves
 
 args = arguments(__doc__)
 curves = read_curves(args.tables)

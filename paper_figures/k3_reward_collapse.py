@@ -2,7 +2,7 @@
 against training step, on-policy. The paper's claim: K3 in the reward collapses training at every β,
 K1 in the reward does not. Cells: every on-policy k3-reward and k1-reward cell."""
 
-from style import PASS_AT_1, TRAIN_ACCURACY, arguments, curve_figure, read_curves
+from helpers.style import PASS_AT_1, TRAIN_ACCURACY, arguments, curve_figure, read_curves
 
 args = arguments(__doc__)
 curves = read_curves(args.tables)

@@ -5,7 +5,7 @@ in the loss stay stable. Cells: the off-policy cells at the grid's largest lag (
 where the claim says no KL degrades; the title names it), which are all of them when the grid has
 one lag."""
 
-from style import PASS_AT_1, TRAIN_ACCURACY, arguments, curve_figure, read_curves
+from helpers.style import PASS_AT_1, TRAIN_ACCURACY, arguments, curve_figure, read_curves
 
 args = arguments(__doc__)
 curves = read_curves(args.tables)

@@ -7,7 +7,7 @@ at toy scale)."""
 
 import numpy as np
 from matplotlib.patches import Patch
-from style import arguments, color, plt, read, save, title
+from helpers.style import arguments, color, plt, read, save, title
 
 ZERO = 1e-9  # relative bias below this is exactly 0 up to floating point
 args = arguments(__doc__)

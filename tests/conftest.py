@@ -1,3 +1,8 @@
+"""Fixtures and builders every test may use: a tiny base model and prepared data (built once
+per session), the settings of a tiny training cell (`tiny_settings`, `tiny_config`) and a cell's
+settings file in a results folder (`write_cell_settings`)."""
+
+import json
 import shutil
 from pathlib import Path
 
@@ -5,10 +10,30 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from klrl.files import read_jsonl
+from klrl.kl_config import KLConfig
 from klrl.models.tiny import TinyConfig, pretrain_tiny
+from klrl.paths import Layout
 from klrl.tasks.data import prepare
+from klrl.training.config import TrainConfig
+from klrl.typed import from_mapping
 
 TINY_TEST_MODEL = {"hidden": 32, "layers": 2, "heads": 1, "intermediate": 64, "batch_tokens": 64, "warmup": 1}
+# A tiny cell: a few steps of 4 prompts × 4 samples, no periodic evaluation, checkpoint or collapse detection.
+TINY_CELL = {"reward": "arithmetic", "steps": 2, "prompts_per_step": 4, "group_size": 4, "max_new_tokens": 6, "lr": 1e-2,
+             "weight_decay": 0.0, "eval_every": 0, "eval_size": 4, "eval_samples": 1, "checkpoint_every": 0, "collapse_window": 0}
+
+
+def tiny_settings(base: Path, data: Path, kl: str = "none", beta: float = 0.0, kl_options: dict | None = None, **overrides) -> dict:
+    """The settings of a tiny training cell (a settings file's plain values) on the model folder
+    `base` and the prepared task folder `data`, TINY_CELL with `overrides` on top."""
+    kl_settings = {"name": kl, "beta": beta} | (kl_options or {})
+    return {"kl": kl_settings, "base_model": str(base), "train_data": str(data / "train.jsonl"), "eval_data": str(data / "test.jsonl")} | TINY_CELL | overrides
+
+
+def tiny_config(base: Path, data: Path, kl: str = "none", beta: float = 0.0, **overrides) -> TrainConfig:
+    """`tiny_settings` as a TrainConfig."""
+    return from_mapping(TrainConfig, tiny_settings(base, data, kl, beta, **overrides), "train config")
 
 
 @pytest.fixture
@@ -49,3 +74,22 @@ def talkative_base(tiny_base, tmp_path_factory) -> Path:
 def talkative_folder(talkative_base, tmp_path) -> Path:
     """A copy of the talkative base that a test may edit."""
     return Path(shutil.copytree(talkative_base, tmp_path / "talkative"))
+
+
+def records(path: Path) -> list[dict]:
+    """The JSON objects of a JSONL file (klrl.files.read_jsonl), in file order."""
+    return [line.record for line in read_jsonl(path)]
+
+
+def write_cell_settings(root: Path, cell: str, *, kl: str, beta: float, seed: int, lag: int = 0, model: str = "tiny", task: str = "arith") -> Path:
+    """The settings.json the grid writes for `cell` under the results folder `root` (what
+    aggregation reads each cell's model, task, KL configuration, β, lag and seed from)."""
+    data = Layout(root).data(task)
+    config = TrainConfig(
+        base_model=str(Layout(root).base_model(model)), train_data=str(data / "train.jsonl"), eval_data=str(data / "test.jsonl"),
+        reward="arithmetic", model=model, task=task, kl=KLConfig.from_name(kl, beta=beta), async_lag=lag, seed=seed,
+    )
+    path = Layout(root).settings(cell)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config.to_dict()))
+    return path

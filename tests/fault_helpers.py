@@ -7,7 +7,7 @@ import time
 import torch
 from safetensors.torch import load_file
 
-from klrl.training.tracking import read_metrics, read_status
+from klrl.training.record import read_metrics, read_status
 
 
 def strip_times(records):

@@ -20,7 +20,8 @@ import pandas as pd
 import yaml
 
 from klrl.aggregate import aggregate
-from klrl.grid import expand_grid
+from klrl.grid import expand_grid, settings_json
+from klrl.paths import Layout
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = [0, 10, 20, 30, 40]
@@ -55,6 +56,9 @@ def write_grid(out: Path) -> Path:
     root = out / "results"
     largest = max(cell.beta for cell in cells.values())
     for cell in cells.values():
+        settings = Layout(root).settings(cell.id)
+        settings.parent.mkdir(parents=True)
+        settings.write_text(settings_json(cell))  # as the workflow writes it before training
         if cell.kl == "k2-loss" and cell.beta == largest:
             continue  # a configuration with no results at all
         rng = np.random.default_rng([cell.seed, len(cell.kl), int(cell.beta * 10)])
@@ -62,8 +66,7 @@ def write_grid(out: Path) -> Path:
         diverged = (cell.kl, cell.policy) in ALL_DIVERGED or (cell.kl == "k1-loss" and cell.beta == largest and cell.seed == 1)
         if diverged:
             curve = [curve[0], curve[1] * 0.4, 0.02]
-        train = root / "cells" / cell.id / "train"
-        train.mkdir(parents=True)
+        train = settings.parent
         status = {"status": "diverged" if diverged else "completed", "step": STEPS[len(curve) - 1], "reason": ""}
         (train / "status.json").write_text(json.dumps(status))
         (train / "config.yaml").write_text(yaml.safe_dump(cell.train))  # the resolved config the trainer writes

@@ -1,23 +1,19 @@
-"""Tables and figures from synthetic results: values against hand computation, the bootstrap on a
-known distribution, missing and diverged cells shown as such, every figure drawn from a partial grid."""
+"""klrl.aggregate: tables and figures from synthetic results: values against hand computation,
+missing and diverged cells shown as such, every figure drawn from a partial grid."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 from klrl.aggregate import aggregate
-from klrl.behaviour import classify
 from klrl.grid import parse_cell_id
-from klrl.stats import bootstrap_mean_ci
 
-ROOT = Path(__file__).resolve().parents[1]
-FIGURES = sorted(p.stem for p in (ROOT / "paper_figures").glob("*.py") if p.stem not in ("style", "bars"))
+from conftest import write_cell_settings
+from workflow_helpers import FIGURES, draw_figures
+
 PROBLEMS = [f"arith-test-{i:05d}" for i in range(6)]
 # per-problem pass@1 (4 samples each) of each evaluated cell and of the base, on arith and arith-long
 K1R_S0 = {"arith": [1.0, 0.75, 0.5, 1.0, 0.25, 1.0], "arith-long": [0.5, 0.5, 0.0, 0.25, 0.0, 0.5]}
@@ -37,13 +33,9 @@ def _write_eval(folder: Path, per_task: dict, train_status: dict | None) -> None
 
 
 def _write_cell(root: Path, cell: str, status: str, curve: list[float], per_task: dict | None) -> None:
-    train = root / "cells" / cell / "train"
-    train.mkdir(parents=True)
-    (train / "status.json").write_text(json.dumps({"status": status, "step": 10 * (len(curve) - 1), "reason": ""}))
     tags = parse_cell_id(cell)
-    resolved = {"train_data": "results/data/arith/train.jsonl", "kl": {"name": tags["kl"], "beta": tags["beta"]}, "seed": tags["seed"],
-                "async_lag": 4 if tags["policy"] == "off" else 0}
-    (train / "config.yaml").write_text(yaml.safe_dump(resolved))
+    train = write_cell_settings(root, cell, kl=tags["kl"], beta=tags["beta"], seed=tags["seed"]).parent
+    (train / "status.json").write_text(json.dumps({"status": status, "step": 10 * (len(curve) - 1), "reason": ""}))
     records = [{"step": 10 * i, "periodic_eval/pass@1": value, "rollout/accuracy": value, "exact/entropy_token": float("nan") if value < 0.1 else 0.5}
                for i, value in enumerate(curve)]
     (train / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -51,15 +43,16 @@ def _write_cell(root: Path, cell: str, status: str, curve: list[float], per_task
         _write_eval(root / "cells" / cell / "eval", per_task, {"status": status})
 
 
-@pytest.fixture
-def synthetic(tmp_path) -> Path:
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory) -> Path:
     """Two completed seeds of K1-in-reward, one diverged K3-in-reward cell (not evaluated), one missing cell."""
-    root = tmp_path / "results"
+    root = tmp_path_factory.mktemp("synthetic") / "results"
     _write_cell(root, CELLS[0], "completed", [0.4, 0.6, 0.7, 0.72], K1R_S0)
     _write_cell(root, CELLS[1], "completed", [0.4, 0.55, 0.65, 0.7], K1R_S1)
     _write_cell(root, CELLS[2], "diverged", [0.4, 0.2, 0.05], None)
     (root / "cells" / CELLS[2] / "eval").mkdir()
     (root / "cells" / CELLS[2] / "eval" / "results.json").write_text(json.dumps({"tasks": {}, "skipped": "non-finite weights"}))
+    write_cell_settings(root, CELLS[3], kl="k1-loss", beta=0.1, seed=0)  # the workflow writes it before training
     _write_eval(root / "base" / "tiny" / "eval", BASE, None)
     (root / "toy").mkdir()
     pd.DataFrame(
@@ -117,45 +110,15 @@ def test_every_table_has_csv_markdown_and_latex(synthetic):
     assert "k1-reward" in set(table2["kl"])
 
 
-def test_bootstrap_interval_covers_a_known_mean_at_its_level():
-    """Single seed, 150 problems with pass@1 ~ Bernoulli(0.3): the 95% interval covers 0.3 in about
-    95% of 400 independent data sets, and its width matches the normal approximation."""
-    rng = np.random.default_rng(1)
-    covered, widths = 0, []
-    for repeat in range(400):
-        data = (rng.random((1, 150)) < 0.3).astype(float)
-        mean, lo, hi = bootstrap_mean_ci(data, iterations=1000, seed=repeat)
-        covered += lo <= 0.3 <= hi
-        widths.append(hi - lo)
-    assert 0.91 <= covered / 400 <= 0.98
-    assert np.mean(widths) == pytest.approx(2 * 1.96 * np.sqrt(0.3 * 0.7 / 150), rel=0.1)
-
-
-def test_bootstrap_widens_with_seed_to_seed_variation():
-    rng = np.random.default_rng(2)
-    problems = rng.random(100)
-    same = np.stack([problems, problems, problems])
-    spread = np.stack([problems, np.clip(problems + 0.3, 0, 1), np.clip(problems - 0.3, 0, 1)])
-    _, lo_same, hi_same = bootstrap_mean_ci(same)
-    _, lo_spread, hi_spread = bootstrap_mean_ci(spread)
-    assert hi_spread - lo_spread > 1.5 * (hi_same - lo_same)
-    with pytest.raises(ValueError, match="NaN"):
-        bootstrap_mean_ci(np.array([[0.5, np.nan]]))
-
-
-def test_behaviour_rule_edges():
-    assert classify("missing", []) == "missing"
-    assert classify("completed", [0.4, 0.5, 0.395]) == "unstable"  # 0.105 below its best
-    assert classify("completed", [0.4, 0.5, 0.41]) == "stable"
-    assert classify("completed", [0.4, 0.19], base=0.4) == "collapsed"
+@pytest.fixture(scope="module")
+def partial_figures(synthetic, tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    out = tmp_path_factory.mktemp("figures")
+    return out, draw_figures(synthetic / "tables", out)
 
 
 @pytest.mark.parametrize("figure", FIGURES)
-def test_every_figure_draws_from_a_partial_grid(synthetic, figure, tmp_path):
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "paper_figures" / f"{figure}.py"), "--tables", str(synthetic / "tables"), "--out", str(tmp_path)],
-        capture_output=True, text=True, check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert (tmp_path / f"{figure}.png").stat().st_size > 5000
-    assert (tmp_path / f"{figure}.pdf").stat().st_size > 1000
+def test_every_figure_draws_from_a_partial_grid(partial_figures, figure):
+    out, stderr = partial_figures
+    assert "Traceback" not in stderr[figure], stderr[figure][-3000:]
+    assert (out / f"{figure}.png").stat().st_size > 5000
+    assert (out / f"{figure}.pdf").stat().st_size > 1000

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from klrl.estimators import STANDARD_CONFIGS
 from klrl.toy.bias import COLUMNS, markdown_summary, toy_rows
 
 
@@ -58,7 +59,7 @@ def test_toy_bias_writes_one_row_per_config_and_mode(tmp_path):
     assert result.returncode == 0, result.stderr
     rows = list(csv.DictReader(out.open()))
     assert tuple(rows[0]) == COLUMNS
-    assert len(rows) == 24
+    assert len(rows) == 2 * len(STANDARD_CONFIGS)
     assert {row["mode"] for row in rows} == {"on", "off"}
     by_key = {(row["config"], row["mode"]): row for row in rows}
     assert float(by_key[("k1-reward", "on")]["rel_bias"]) < 1e-12

@@ -31,7 +31,9 @@ from klrl.folder_lock import FolderLocked, hold_lock
 from klrl.rewards import math_reward
 from klrl.training import trainer as trainer_module
 from klrl.training.checkpoint import UnsafeCheckpoint, load_checkpoint, save_checkpoint
-from klrl.training.tracking import MetricsLog, read_metrics, read_status
+from klrl.training.record import MetricsLog, read_metrics, read_status
+
+from conftest import tiny_settings
 
 SLOW = pytest.mark.slow
 
@@ -41,12 +43,7 @@ class Crash(BaseException):
 
 
 def _settings(tiny_base, arith_data, **overrides) -> dict:
-    return {
-        "base_model": str(tiny_base), "train_data": str(arith_data / "train.jsonl"), "eval_data": str(arith_data / "test.jsonl"),
-        "reward": "arithmetic", "steps": 8, "prompts_per_step": 4, "group_size": 4, "max_new_tokens": 6, "lr": 1e-2,
-        "weight_decay": 0.0, "eval_every": 4, "eval_size": 4, "eval_samples": 1, "checkpoint_every": 2, "collapse_window": 0,
-        "kl": {"name": "k3-loss", "beta": 0.1}, "async_lag": 1, "threads": 1,
-    } | overrides
+    return tiny_settings(tiny_base, arith_data, "k3-loss", 0.1, **({"steps": 8, "eval_every": 4, "checkpoint_every": 2, "async_lag": 1, "threads": 1} | overrides))
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +200,7 @@ def test_metrics_keep_whole_records_and_cut_a_torn_tail(tmp_path):
         MetricsLog(path, keep_steps_below=3).append({"step": 3, "x": 1.0})
     assert path.read_text() == "".join(lines[:3]) + json.dumps({"step": 3, "x": 1.0}) + "\n"
     path.write_text(lines[0] + "garbage\n" + lines[2])
-    with pytest.raises(ValueError, match=r"metrics\.jsonl:2: not a metrics record"):
+    with pytest.raises(ValueError, match=r"metrics\.jsonl:2: not valid JSON"):
         read_metrics(path)
 
 

@@ -18,7 +18,7 @@ import yaml
 from fault_helpers import assert_same_cell, line_count, lock_holder, wait_for
 from workflow_helpers import copy_workflow, load_config, snakemake, start_snakemake
 
-from klrl.training.tracking import read_metrics, read_status
+from klrl.training.record import read_metrics, read_status
 
 GRID_KILLS = 2  # the whole group once, Snakemake alone once
 ORPHANS_REFUSED = 1  # the rerun's train job on the orphan's cell

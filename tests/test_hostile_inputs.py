@@ -15,6 +15,8 @@ from klrl.cli import main as klrl
 from klrl.rewards import math_reward
 from klrl.tasks.data import RowLimits, prepare, read_split
 
+from conftest import tiny_settings
+
 EDITED_DATA = 2  # the file changed after prepare-data; a 10 MB row appended to a prepared split
 
 
@@ -55,8 +57,7 @@ def test_data_edited_after_prepare_is_refused_by_train_and_evaluate(tiny_base, t
     with pytest.raises(ValueError, match=r"test\.jsonl: changed since prepare-data \(sha256 [0-9a-f]{12}…, the manifest says"):
         read_split(test)
     config = tmp_path / "cell.yaml"
-    settings = {"base_model": str(tiny_base), "train_data": str(data / "arith" / "train.jsonl"), "eval_data": str(test),
-                "reward": "arithmetic", "steps": 1, "prompts_per_step": 2, "group_size": 2}
+    settings = tiny_settings(tiny_base, data / "arith", steps=1, prompts_per_step=2, group_size=2)
     config.write_text(yaml.safe_dump(settings))
     assert klrl(["train", "--config", str(config), "--out", str(tmp_path / "train")]) == 2
     evaluate = ["evaluate", "--model", str(tiny_base), "--tasks", "arith", "--data-dir", str(data), "--out", str(tmp_path / "eval" / "results.json")]
@@ -128,8 +129,7 @@ def test_a_10_mb_prompt_stops_train_before_any_step_naming_its_row(tiny_base, tm
     prepare("arith", data, seed=0, sizes={"train": 8, "test": 4})
     with (data / "train.jsonl").open("a") as handle:
         handle.write(json.dumps(_row(prompt="7+" * 5_000_000)) + "\n")
-    settings = {"base_model": str(tiny_base), "train_data": str(data / "train.jsonl"), "eval_data": str(data / "test.jsonl"),
-                "reward": "arithmetic", "steps": 1, "prompts_per_step": 2, "group_size": 2}
+    settings = tiny_settings(tiny_base, data, steps=1, prompts_per_step=2, group_size=2)
     (tmp_path / "cell.yaml").write_text(yaml.safe_dump(settings))
     assert klrl(["train", "--config", str(tmp_path / "cell.yaml"), "--out", str(tmp_path / "train")]) == 2
     assert "train.jsonl:9: prompt of 312500+ tokens, over max_prompt_tokens=2048" in capsys.readouterr().err

@@ -7,12 +7,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 from klrl.aggregate import aggregate
 from klrl.contrasts import SeedPool, contrast
 from klrl.simulation import Scenario, simulate_grid
 from klrl.verdicts import CLAIMS, verdict
+
+from conftest import write_cell_settings
 
 CLAIM = {claim.name: claim for claim in CLAIMS}
 GRIDS = 200
@@ -80,11 +81,8 @@ PROBLEMS = [f"arith-test-{i:05d}" for i in range(150)]
 
 def _write_cell(root: Path, kl: str, beta: float, lag: int, seed: int, per_task: dict[str, np.ndarray]) -> str:
     cell = f"tiny__{kl}__b{beta:g}__{'off' if lag else 'on'}__s{seed}"
-    train = root / "cells" / cell / "train"
-    train.mkdir(parents=True)
+    train = write_cell_settings(root, cell, kl=kl, beta=beta, seed=seed, lag=lag).parent
     (train / "status.json").write_text(json.dumps({"status": "completed", "step": 40}))
-    config = {"kl": {"name": kl, "beta": beta}, "seed": seed, "async_lag": lag, "train_data": "results/data/arith/train.jsonl"}
-    (train / "config.yaml").write_text(yaml.safe_dump(config))
     _write_eval(root / "cells" / cell / "eval", per_task)
     return cell
 

@@ -28,9 +28,11 @@ from klrl.tasks.data import prepare
 from klrl.training.config import TrainConfig
 from klrl.training.scoring import completion_logits, token_logp
 from klrl.training.seeds import seeded_generator
-from klrl.training.tracking import read_metrics
+from klrl.training.record import read_metrics
 from klrl.training.trainer import Trainer
 from klrl.typed import from_mapping
+
+from conftest import records
 
 pytestmark = pytest.mark.vllm
 
@@ -170,7 +172,7 @@ def test_lm_eval_vllm_backend_scores_like_the_hf_backend(smollm2_folder, arith, 
         ]  # fmt: skip
         subprocess.run(command, check=True, env=os.environ | {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"})
         results[backend] = json.loads(out.read_text())
-        samples = [json.loads(line) for line in (out.parent / "samples" / "arith.jsonl").read_text().splitlines()]
+        samples = records(out.parent / "samples" / "arith.jsonl")
         results[backend]["texts"] = [sample["completions"] for sample in samples]
     assert results["vllm"]["backend"] == "vllm"
     assert len(results["vllm"]["texts"]) == 6

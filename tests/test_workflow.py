@@ -6,7 +6,7 @@ import re
 import pytest
 import yaml
 from klrl.grid import GRID_KEYS, cell_id, expand_grid, parse_cell_id
-from klrl.kl import STANDARD_NAMES
+from klrl.estimators import STANDARD_CONFIGS
 from klrl.models import BUILT_MODELS
 from klrl.tasks import TASKS
 from klrl.training.config import (
@@ -15,21 +15,14 @@ from klrl.training.config import (
     VLLM_DTYPES,
     TrainConfig,
 )
-from workflow_helpers import (
-    ROOT,
-    copy_workflow,
-    job_counts,
-    load_config,
-    snakemake,
-    train_commands,
-)
+from workflow_helpers import FIGURES, ROOT, copy_workflow, job_counts, load_config, snakemake, train_commands
 
 # ---------------------------------------------------------------------------------- config
 
 
 def test_the_schema_enums_are_the_codes_registries():
     schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
-    assert schema["$defs"]["kl"]["enum"] == list(STANDARD_NAMES)
+    assert schema["$defs"]["kl"]["enum"] == list(STANDARD_CONFIGS)
     assert schema["$defs"]["task"]["enum"] == list(TASKS)
     assert all(re.fullmatch(schema["$defs"]["model"]["pattern"], name) for name in BUILT_MODELS)
     assert schema["$defs"]["train"]["properties"]["generation_backend"]["enum"] == list(GENERATION_BACKENDS)
@@ -39,9 +32,11 @@ def test_the_schema_enums_are_the_codes_registries():
     assert schema["$defs"]["train"]["properties"]["mixed_precision"]["enum"] == list(PRECISIONS)
 
 
-def test_the_default_grid_measures_every_claim():
+def test_the_default_grid_measures_every_claim_and_the_readme_states_its_size():
     cells = expand_grid(load_config("config"))
-    assert len(cells) == 38
+    readme = (ROOT / "README.md").read_text()
+    assert re.search(r"trains (\d+) cells", readme)[1] == str(len(cells))
+    assert re.search(r"\| `config/config.yaml` \| `default` \| the default: tiny base, (\d+) cells", readme)[1] == str(len(cells))
     assert sum(cell.kl == "none" for cell in cells.values()) == 4  # once per policy mode and seed, at β 0
     on = {cell.kl for cell in cells.values() if cell.policy == "on"}
     assert on == {"none", "k1-reward", "k1-loss", "k2-loss", "k3-reward", "k3-loss", "k1-both", "k3-both"}
@@ -137,9 +132,9 @@ def test_the_paper_config_dry_runs_to_its_grid(tmp_path):
     assert counts["train"] == counts["evaluate"] == len(cells)
     assert counts["evaluate_base"] == 3
     assert counts["prepare_data"] == 5
-    assert counts["figure"] == 8
+    assert counts["figure"] == len(FIGURES)
     assert counts["cell_settings"] == len(cells)
-    assert counts["total"] == 3 * len(cells) + 3 + 5 + 8 + 5  # + track_grid, toy_bias, aggregate, track_figures, all
+    assert counts["total"] == 3 * len(cells) + 3 + 5 + len(FIGURES) + 5  # + track_grid, toy_bias, aggregate, track_figures, all
     assert "gpu=8" in result.stdout and "gpu=4" in result.stdout
 
 

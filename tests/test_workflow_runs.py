@@ -13,15 +13,10 @@ import pytest
 import yaml
 from klrl.grid import expand_grid, parse_cell_id
 from klrl.ui_screenshots import CHROMIUM, capture
-from workflow_helpers import (
-    ROOT,
-    copy_workflow,
-    job_counts,
-    load_config,
-    snakemake,
-    train_commands,
-)
+from workflow_helpers import FIGURES, ROOT, copy_workflow, job_counts, load_config, snakemake, train_commands
 from klrl.ui_server import mlflow_server as serve_mlflow
+
+from conftest import records
 
 
 # ------------------------------------------------------------------------- end to end
@@ -163,7 +158,7 @@ def test_a_hub_model_declared_in_a_config_runs_a_cell_without_code_changes(tmp_p
     settings = json.loads((folder / "results" / "hub-model" / "cells" / cell / "train" / "settings.json").read_text())
     assert (settings["base_model"], settings["stop_tokens"]) == (str(tiny_base), ["z"])
     assert not (folder / "results" / "hub-model" / "base" / "my-hub-model" / "model").exists()  # loaded, not built
-    samples = [json.loads(line) for line in (folder / "results" / "hub-model" / "cells" / cell / "eval" / "samples" / "arith.jsonl").read_text().splitlines()]
+    samples = records(folder / "results" / "hub-model" / "cells" / cell / "eval" / "samples" / "arith.jsonl")
     completions = [text for record in samples for text in record["completions"]]
     assert all("z" not in text[:-1] for text in completions)  # "z" ends a completion ...
     assert any(text.endswith("z") for text in completions)  # ... and did end some
@@ -235,7 +230,7 @@ def test_the_paper_grid_in_miniature_runs_end_to_end(tmp_path):
         assert "2 processes" in log, log[-2000:]
     tasks = set(scores["task"])
     assert {"math", "mmlu-college-physics", "mmlu-college-chemistry", "mmlu-college-biology", "countdown"} <= tasks
-    assert len(list((out / "figures").glob("*.png"))) == 8
+    assert sorted(path.stem for path in (out / "figures").glob("*.png")) == FIGURES
 
 
 @pytest.mark.slow
@@ -256,10 +251,10 @@ def test_the_smollm2_study_in_miniature_trains_and_evaluates_an_on_and_an_off_po
     for cell in chosen:
         status = yaml.safe_load((out / "cells" / cell.id / "train" / "status.json").read_text())
         assert (status["status"], status["step"]) == ("completed", 3)
-        steps = [json.loads(line) for line in (out / "cells" / cell.id / "train" / "metrics.jsonl").read_text().splitlines()]
+        steps = records(out / "cells" / cell.id / "train" / "metrics.jsonl")
         assert [row["step"] for row in steps] == [0, 1, 2, 3]
         results = json.loads((out / "cells" / cell.id / "eval" / "results.json").read_text())
         assert set(results["tasks"]) == {"arith-spoken", "arith-long-spoken"}
-        samples = [json.loads(line) for line in (out / "cells" / cell.id / "eval" / "samples" / "arith-spoken.jsonl").read_text().splitlines()]
+        samples = records(out / "cells" / cell.id / "eval" / "samples" / "arith-spoken.jsonl")
         assert len(samples) == 3 and all(shots[1]["assistant"] in sample["prompt"] for sample in samples)
     assert chosen[1].train["async_lag"] == 2

@@ -1,5 +1,5 @@
 """Running the workflow from tests: a fresh copy of its files, Snakemake in a subprocess, the
-job counts it prints, the configs of config/."""
+job counts it prints, the configs of config/, every figure script drawn from a tables folder."""
 
 import os
 import shutil
@@ -12,6 +12,32 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_FILES = ("Snakefile", "workflow/rules", "workflow/schemas", "workflow/report", "config", "envs", "profiles", "paper_figures")
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
+FIGURES = sorted(path.stem for path in (ROOT / "paper_figures").glob("*.py"))  # one figure per script, as figures.smk finds them
+
+
+# Runs each figure script as `python paper_figures/<name>.py --tables T --out O` would, one after
+# another in one interpreter (matplotlib and pandas imported once), its stderr and any traceback
+# to O/<name>.stderr.
+_DRAW = """
+import contextlib, runpy, sys, traceback
+root, tables, out, *figures = sys.argv[1:]
+sys.path.insert(0, root + "/paper_figures")
+for figure in figures:
+    with open(f"{out}/{figure}.stderr", "w") as err, contextlib.redirect_stderr(err):
+        sys.argv = [f"{root}/paper_figures/{figure}.py", "--tables", tables, "--out", out]
+        try:
+            runpy.run_path(sys.argv[0], run_name="__main__")
+        except BaseException:
+            traceback.print_exc()
+"""
+
+
+def draw_figures(tables: Path, out: Path) -> dict[str, str]:
+    """Every figure script drawn from `tables` into `out`, in one subprocess; per figure, what it
+    wrote on stderr (a failed script's traceback included)."""
+    out.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-c", _DRAW, str(ROOT), str(tables), str(out), *FIGURES], check=True, timeout=600)
+    return {figure: (out / f"{figure}.stderr").read_text() for figure in FIGURES}
 
 
 def load_config(name: str, overlay: str | None = None) -> dict:

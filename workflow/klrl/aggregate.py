@@ -1,12 +1,13 @@
 """`klrl aggregate`: every cell's files into the tables under results/<experiment>/tables/ (files in, files out).
 
-Reads only files under results/<experiment>/ (never MLflow): each cell's train/status.json, train/config.yaml,
+Reads only files under results/<experiment>/ (never MLflow): each cell's resolved settings
+(train/settings.json: its model, training task, KL configuration, β, lag and seed), train/status.json,
 train/metrics.jsonl and eval/results.json + eval/samples/, each base model's eval/, and
 <root>/toy/bias.csv. Writes, each as CSV, Markdown and LaTeX where it is a paper table:
 
   scores.csv        per cell × evaluation task: status, pass@1, standard error, base, change
   main              per model × KL config × β × policy × task: pass@1 mean over seeds with a
-                    bootstrap 95% interval over seeds and problems (ci_lo, ci_hi; klrl.stats),
+                    bootstrap 95% interval over seeds and problems (ci_lo, ci_hi; klrl.bootstrap),
                     the base model's pass@1 and the change from it with its own interval
   curves.csv        per cell, step and metric (long): periodic pass@1, training accuracy, entropy,
                     exact sequence reverse KL, and the per-token forward KL summed over πθ's
@@ -14,7 +15,7 @@ train/metrics.jsonl and eval/results.json + eval/samples/, each base model's eva
   table1            per KL config × policy mode: gradient bias (toy study; off-policy at the
                     distance toy_tv, the total variation between μ and πθ that the toy's numbers
                     are for, not the grid's lag: <root>/toy/by_lag.csv has the curve) and the
-                    training behaviour of its cells (klrl.behaviour states the rule)
+                    training behaviour of its cells (klrl.outcomes states the rule)
   paper_comparison  the paper's published findings beside ours, with the scale of each
   table2            how to get each configuration in verl, OpenRLHF, TRL and SkyRL
   toy_bias.csv      a copy of the toy study's table, for the figures
@@ -39,14 +40,17 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from klrl.behaviour import LABELS, classify
-from klrl.grid import parse_cell_id
-from klrl.stats import bootstrap_mean_ci
+from klrl.outcomes import LABELS, classify
+from klrl.files import read_jsonl
+from klrl.paths import Layout, samples_file
+from klrl.bootstrap import bootstrap_mean_ci
 from klrl.verdicts import COLUMNS as CLAIM_COLUMNS, VARIANCE_COLUMNS, claim_rows, variance_rows
-from klrl.training.tracking import read_metrics
+from klrl.training.config import TrainConfig, load_config
+from klrl.training.record import read_metrics
 
 LIBRARY_KEYS = Path(__file__).with_name("library_keys.yaml")
-CONFIG_KEYS = ("model", "kl", "beta", "policy", "lag")
+CELL_TAGS = ("model", "kl", "beta", "policy", "lag", "seed")  # of every row, from the cell's settings
+CONFIG_KEYS = CELL_TAGS[:-1]  # a configuration: its seeds pooled
 CURVE_METRICS = {
     "periodic_eval/pass@1": "eval_pass@1",
     "rollout/accuracy": "train_accuracy",
@@ -64,38 +68,49 @@ def _per_problem(samples: Path) -> pd.Series | None:
     """Per-problem pass@1 of one evaluation set, indexed by problem id."""
     if not samples.is_file():
         return None
-    records = [json.loads(line) for line in samples.read_text().splitlines() if line.strip()]
-    return pd.Series({record["id"]: record["pass@1"] for record in records}, dtype=float)
+    return pd.Series({record["id"]: record["pass@1"] for _, record, _ in read_jsonl(samples)}, dtype=float)
+
+
+def cell_tags(config: TrainConfig) -> dict:
+    """What a row says of its cell, from the cell's resolved settings (lag: the actor's staleness, 0 on-policy)."""
+    policy = "off" if config.async_lag else "on"
+    return {"model": config.model, "kl": config.kl.name, "beta": config.kl.beta, "policy": policy, "lag": config.async_lag, "seed": config.seed}
 
 
 class Results:
     """The files of one results folder, read once."""
 
     def __init__(self, cells: list[str], root: Path) -> None:
-        self.root = Path(root)
-        self.cells = {cell: parse_cell_id(cell) for cell in cells}
+        self.layout = Layout(Path(root))
+        self.settings = {cell: self._settings(cell) for cell in cells}
+        self.cells = {cell: cell_tags(config) for cell, config in self.settings.items()}
+
+    def _settings(self, cell: str) -> TrainConfig:
+        path = self.layout.settings(cell)
+        if not path.is_file():
+            raise ValueError(f"{path}: missing; the workflow writes each cell's settings before it trains (rule cell_settings)")
+        return load_config(path)
 
     def status(self, cell: str) -> dict:
-        return _read_json(self.root / "cells" / cell / "train" / "status.json") or {"status": "missing", "step": None}
+        return _read_json(self.layout.status(cell)) or {"status": "missing", "step": None}
 
     def evaluation(self, cell: str) -> dict:
-        return _read_json(self.root / "cells" / cell / "eval" / "results.json") or {"tasks": {}}
+        return _read_json(self.layout.cell_eval(cell)) or {"tasks": {}}
 
     def training_task(self, cell: str) -> str | None:
-        config = self.root / "cells" / cell / "train" / "config.yaml"
-        return Path(yaml.safe_load(config.read_text())["train_data"]).parent.name if config.is_file() else None
+        return self.settings[cell].task
 
     def base_evaluation(self, model: str) -> dict:
-        return _read_json(self.root / "base" / model / "eval" / "results.json") or {"tasks": {}}
+        return _read_json(self.layout.base_eval(model)) or {"tasks": {}}
 
     def per_problem(self, cell: str, task: str) -> pd.Series | None:
-        return _per_problem(self.root / "cells" / cell / "eval" / "samples" / f"{task}.jsonl")
+        return _per_problem(samples_file(self.layout.cell_eval(cell), task))
 
     def base_per_problem(self, model: str, task: str) -> pd.Series | None:
-        return _per_problem(self.root / "base" / model / "eval" / "samples" / f"{task}.jsonl")
+        return _per_problem(samples_file(self.layout.base_eval(model), task))
 
     def metrics(self, cell: str) -> list[dict]:
-        path = self.root / "cells" / cell / "train" / "metrics.jsonl"
+        path = self.layout.metrics(cell)
         return read_metrics(path) if path.is_file() else []  # a torn last line is dropped
 
 
@@ -238,14 +253,14 @@ def write_table(frame: pd.DataFrame, folder: Path, name: str, formats=("csv", "m
 def aggregate(cells: list[str], out: Path, root: Path, scale: str = "toy") -> dict[str, pd.DataFrame]:
     results = Results(cells, root)
     out.mkdir(parents=True, exist_ok=True)
-    toy_path = root / "toy" / "bias.csv"
+    toy_path = results.layout.toy("bias.csv")
     toy_bias = pd.read_csv(toy_path) if toy_path.is_file() else None
     if toy_bias is not None:
         shutil.copy(toy_path, out / "toy_bias.csv")
     tables = {
         "scores": pd.DataFrame(score_rows(results)),
         "main": pd.DataFrame(main_rows(results)),
-        "curves": pd.DataFrame(curve_rows(results), columns=["cell", *parse_cell_id(cells[0]), "step", "metric", "value"]),
+        "curves": pd.DataFrame(curve_rows(results), columns=["cell", *CELL_TAGS, "step", "metric", "value"]),
         "table1": pd.DataFrame(table1_rows(results, toy_bias)),
     }
     tables["paper_comparison"] = pd.DataFrame(paper_comparison_rows(tables["main"], tables["table1"], scale))
@@ -267,7 +282,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from klrl.training.tracking import Tracker
+    from klrl.tracking.runs import Tracker
 
     tables = aggregate(args.cells, args.out, args.root, scale=args.scale)
     if args.mlflow_runs:

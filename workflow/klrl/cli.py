@@ -23,7 +23,7 @@ class Verb(NamedTuple):
 
 
 VERBS = {
-    "describe": Verb("klrl.claims", "print what each KL configuration's expected gradient is"),
+    "describe": Verb("klrl.describe", "print what each KL configuration's expected gradient is"),
     "toy-bias": Verb("klrl.toy.bias", "exact gradient bias and Monte Carlo variance on a tabular policy"),
     "prepare-data": Verb("klrl.tasks.data", "write a task's JSONL splits and manifest"),
     "pretrain-base": Verb(
@@ -31,9 +31,9 @@ VERBS = {
     ),
     "train": Verb("klrl.training.command", "RL-train one cell (on- or off-policy, any KL configuration)"),
     "evaluate": Verb("klrl.evaluation.command", "evaluate a model on tasks through lm-evaluation-harness (pass@1)"),
-    "track-grid": Verb("klrl.track_grid", "create a grid's MLflow experiment and runs, once, before its jobs"),
-    "track-reconcile": Verb("klrl.track_reconcile", "end the MLflow runs left RUNNING by jobs that ended (killed)"),
-    "track-files": Verb("klrl.track_grid", "attach files (the figures) to a grid's MLflow run", "add_files_arguments", "run_files"),
+    "track-grid": Verb("klrl.tracking.grid", "create a grid's MLflow experiment and runs, once, before its jobs"),
+    "track-reconcile": Verb("klrl.tracking.reconcile", "end the MLflow runs left RUNNING by jobs that ended (killed)"),
+    "track-files": Verb("klrl.tracking.files", "attach files (the figures) to a grid's MLflow run"),
     "aggregate": Verb("klrl.aggregate", "collect every cell's results into tables"),
     "cells": Verb("klrl.cells", "list a config's cell ids, or check that a name is one (suggesting close matches)"),
     "power": Verb("klrl.power", "coverage of the claims' interval and the seeds a claim needs, by simulation"),

@@ -4,7 +4,10 @@
 relevant violation as `config: <where>: <what>`, with the allowed keys or values, never the
 schema or the config itself; then the checks across sections that a schema cannot express:
 every task a group trains or evaluates on can be prepared from `data:` (a generated task needs
-its split sizes there), and the tracking URI is one MLflow can open.
+its split sizes there), and the tracking URI is one MLflow can open. Before any of it, the
+schema's lists of KL configurations and tasks must be the code's registries
+(`klrl.estimators.STANDARD_CONFIGS`, `klrl.tasks.TASKS`): a name added to one and not the other
+stops the workflow, naming it.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from urllib.parse import urlparse
 
 import yaml
 
-from klrl.tasks import get_task
+from klrl.estimators import STANDARD_CONFIGS
+from klrl.tasks import TASKS, get_task
 
 TRACKING_SCHEMES = ("sqlite", "file", "http", "https", "postgresql", "mysql", "mssql", "databricks")
 
@@ -83,9 +87,24 @@ def tracking_uri_problem(uri: str) -> str:
     return ""
 
 
+def registry_problem(schema: dict, schema_path: Path) -> str:
+    """Where the schema's enums of KL configurations and tasks differ from the registries ('' when equal)."""
+    for key, registry, home in (("kl", STANDARD_CONFIGS, "klrl.estimators.STANDARD_CONFIGS"), ("task", TASKS, "klrl.tasks.TASKS")):
+        enum = schema["$defs"][key]["enum"]
+        if enum != list(registry):
+            missing = [name for name in registry if name not in enum]
+            extra = [name for name in enum if name not in registry]
+            what = f"lacks {missing[0]!r} of {home}" if missing else f"has {extra[0]!r}, which {home} has not" if extra else f"lists {home} in another order"
+            return f"{schema_path}: $defs.{key}.enum {what}; it must be [{', '.join(registry)}]"
+    return ""
+
+
 def check_config(config: dict, schema_path: Path) -> None:
-    """Raise ValueError with one line naming the first problem of a workflow config."""
+    """Raise ValueError with one line naming the first problem of a workflow config (or of the
+    schema against the registries)."""
     schema = yaml.safe_load(Path(schema_path).read_text())
+    if problem := registry_problem(schema, schema_path):
+        raise ValueError(problem)
     problem = schema_problem(config, schema)
     if problem:
         raise ValueError(f"config: {problem}")

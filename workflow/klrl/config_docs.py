@@ -4,8 +4,9 @@
     python -m klrl.config_docs --check    # exit 1 if config/README.md is not the generated text
 
 Descriptions come from workflow/schemas/config.schema.yaml; the keys of a `train` section, which
-the schema only bounds, take theirs from TrainConfig's field help (klrl.training.config), so each
-is written once. A key with no description anywhere is an error naming it.
+the schema only bounds, take theirs from TrainConfig's field help (klrl.training.config), and the
+`evaluation` keys their defaults from `klrl evaluate`'s (klrl.evaluation.harness.CONFIG_DEFAULTS),
+so each is written once. A key with no description anywhere is an error naming it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from pathlib import Path
 
 import yaml
 
-from klrl.choices import KLConfig
+from klrl.kl_config import KLConfig
+from klrl.evaluation.harness import CONFIG_DEFAULTS
 from klrl.training.config import TrainConfig
 
 SCHEMA = Path("workflow/schemas/config.schema.yaml")  # paths from the checkout's root, as every verb's
@@ -75,6 +77,8 @@ def rows(node: dict, schema: dict, path: str, train_help: dict, required=()) -> 
         description, default = node.get("description"), "" if "default" not in node else f"`{node['default']}`"
         if path.startswith("train.") and not description:
             description, default = train_help[name]
+        if path.startswith("evaluation.") and name in CONFIG_DEFAULTS:
+            default = f"`{CONFIG_DEFAULTS[name]}`"
         if not description:
             raise ValueError(f"{SCHEMA.name}: {path} has no description")
         items = node.get("items")

@@ -24,7 +24,7 @@ before the Satterthwaite degrees of freedom are taken).
 Welch-Satterthwaite's; intervals and one-sided p-values are the t distribution's. The base model is
 a configuration with one deterministic "seed": no seed term.
 
-Why not the two-level bootstrap of klrl.stats: with 2-3 seeds it resamples among 3-10 seed
+Why not the two-level bootstrap of klrl.bootstrap: with 2-3 seeds it resamples among 3-10 seed
 combinations and has no small-sample correction; simulated with 2 seeds it covers 81% at
 nominal 95% at a seed SD of 0.06 and 61% at 0.15. This interval covers 97-99% over seed SDs
 0.03-0.15 and 2-5 seeds, 94-97% when one configuration's SD is 0.15 among others' 0.06-0.10,

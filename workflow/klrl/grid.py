@@ -21,7 +21,8 @@ The kl `none` cell is made once, at β = 0, whatever the β list. The same cell 
 is an error (it would be one folder with two meanings). Every cell's training settings are built
 into a `TrainConfig` here, so a bad value fails when Snakemake loads the config, naming the group;
 `Cell.train` holds that config's plain values, which the train job reads back from the JSON file
-`settings_json` writes (types survive the trip: tests/test_grid_settings.py).
+`settings_json` writes (types survive the trip: tests/test_grid.py) and aggregation
+reads each cell's model, task, KL configuration, β, lag and seed from (`klrl.aggregate.cell_tags`).
 
 Two keys exist for overlays that change a grid's scale and nothing else (config/overlays/cpu-mini.yaml
 runs the paper's grid in miniature on CPUs with them): `stand_ins` maps models to the models
@@ -36,30 +37,18 @@ import itertools
 import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from klrl.models import get_base_model
 from klrl.tasks import get_task
-from klrl.choices import KL_OPTIONS
+from klrl.kl_config import KL_OPTIONS
+from klrl.paths import Layout
 from klrl.training.config import TrainConfig
 from klrl.typed import from_mapping
-
-RESULTS = Path("results")
-
-
-def results_root(config: dict) -> Path:
-    """The folder of every output of a config: results/<experiment> (data, base models, cells,
-    tables, figures, logs, the MLflow runs file), so configs in one checkout never share files.
-
-    >>> results_root({"experiment": "ci-test"})
-    PosixPath('results/ci-test')
-    """
-    return RESULTS / config["experiment"]
 
 # TrainConfig keys that the grid sets for each cell (threads and device from the job's
 # resources); the config's `train` sections may not. Of `kl`, the grid sets the name and β;
 # train sections may set its options (`kl: {value_clamp: 10}`).
-GRID_KEYS = ("base_model", "base_revision", "stop_tokens", "train_data", "eval_data", "reward", "seed", "threads", "device")
+GRID_KEYS = ("base_model", "base_revision", "stop_tokens", "train_data", "eval_data", "reward", "model", "task", "seed", "threads", "device")
 CELL_ID = re.compile(
     r"(?P<model>[a-z0-9.\-]+)__(?P<kl>[a-z0-9\-]+)__b(?P<beta>[0-9.e\-]+)__(?P<policy>on|off)(?:-lag(?P<lag>\d+))?__s(?P<seed>\d+)"
 )
@@ -94,7 +83,7 @@ def model_path(model: str, config: dict) -> str:
     """Where a base model is loaded from: its folder under the config's results/<experiment>/base,
     or its Hub id (or local folder)."""
     base = get_base_model(model, config.get("models"))
-    return base.hub_id if base.build == "hub" else str(results_root(config) / "base" / model / "model")
+    return base.hub_id if base.build == "hub" else str(Layout.of(config).base_model(model))
 
 
 JOB_DEFAULTS = {"threads": 1, "mem_mb": 4000, "runtime": 60, "gpus": 0}
@@ -149,13 +138,12 @@ class Cell:
     seed: int
     task: str
     eval_tasks: tuple[str, ...]
-    folder: Path  # results/<experiment>/cells/<id>
     train: dict = field(hash=False, compare=False)  # the resolved TrainConfig values
 
 
 def _train_settings(config: dict, group: dict, model: str, kl: str, beta: float, policy: str, seed: int, lag: int | None) -> dict:
     task = get_task(group["task"])
-    data = results_root(config) / "data" / task.name
+    layout = Layout.of(config)
     sections = [config.get("train", {}), group.get("train", {}), config.get("train_overrides", {})]
     kl_options = {key: value for section in sections for key, value in section.get("kl", {}).items()}
     settings = {key: value for section in sections for key, value in section.items()}
@@ -165,9 +153,11 @@ def _train_settings(config: dict, group: dict, model: str, kl: str, beta: float,
         "base_model": model_path(model, config),
         "base_revision": base.revision,
         "stop_tokens": list(base.stop_tokens),
-        "train_data": str(data / "train.jsonl"),
-        "eval_data": str(data / "test.jsonl"),
+        "train_data": str(layout.split(task.name, "train")),
+        "eval_data": str(layout.split(task.name, "test")),
         "reward": task.reward,
+        "model": model,
+        "task": task.name,
         "kl": kl_options | {"name": kl, "beta": beta},
         "seed": seed,
         "threads": max(1, resources["threads"] // resources["processes"]),  # per process
@@ -221,8 +211,7 @@ def expand_grid(config: dict) -> dict[str, Cell]:
                 resolved = from_mapping(TrainConfig, settings, "train config").to_dict()
             except ValueError as error:
                 raise ValueError(f"group {group['name']!r}, cell {cid}: {error}") from None
-            folder = results_root(config) / "cells" / cid
-            cells[cid] = Cell(cid, group["name"], model, kl, beta, policy, seed, group["task"], tuple(group["eval_tasks"]), folder, resolved)
+            cells[cid] = Cell(cid, group["name"], model, kl, beta, policy, seed, group["task"], tuple(group["eval_tasks"]), resolved)
     return cells
 
 

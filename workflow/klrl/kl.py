@@ -1,7 +1,10 @@
-"""The KL penalty: estimators, placements and off-policy corrections, in one place.
+"""The KL penalty as tensors: per-token estimates, the reward penalty and loss term of a
+configuration, and their diagnostics.
 
-Every KL term the trainer uses comes from `kl_terms`; nothing else computes one. Its
-diagnostics (every estimator, clamp and weight counts) are `kl_stats`, computed once per step.
+Every KL term the trainer uses comes from `kl_terms`; nothing else computes one. The estimators,
+placements and corrections themselves (and what each one's gradient is) are declared in
+`klrl.estimators`. The diagnostics (every estimator, clamp and weight counts) are `kl_stats`,
+computed once per step.
 
 Notation (docs/paper.md). For completion token t of y ~ q(·|x):
     δ_t = log πθ(y_t|x,y<t) − log πref(y_t|x,y<t),   ρ_t = exp(−δ_t)
@@ -23,9 +26,6 @@ Off-policy corrections (rollouts from a behaviour policy μ; ω_t = πθ/μ per 
                  off-policy; prefix-is has the lower variance (see `klrl.toy`).
 On-policy, μ is πθ itself (detached), so ω_t = 1 with the gradient of log πθ.
 Optional truncation caps ω (or W) at c, keeping the gradient of log πθ (truncated IS).
-
-`describe(config)` says what each configuration's expected gradient is, on- and off-policy,
-assuming sum-over-tokens aggregation and no clamp or truncation acting.
 """
 
 from __future__ import annotations
@@ -36,25 +36,8 @@ from typing import NamedTuple
 
 import torch
 
-# KLConfig and the names it validates against live in the torch-free klrl.choices; re-exported here.
-from klrl.choices import CORRECTIONS, ESTIMATORS, PLACEMENTS, STANDARD_NAMES, KLConfig, check_choice  # noqa: F401
-
-
-def _k1(delta: torch.Tensor) -> torch.Tensor:
-    return delta
-
-
-def _k2(delta: torch.Tensor) -> torch.Tensor:
-    return 0.5 * delta.square()
-
-
-def _k3(delta: torch.Tensor) -> torch.Tensor:
-    # ρ − 1 − log ρ = expm1(−δ) + δ; near δ = 0 that cancels, so use the series there
-    series = delta.square() * (0.5 - delta / 6 + delta.square() / 24)
-    return torch.where(delta.abs() < 1e-2, series, torch.expm1(-delta) + delta)
-
-
-_ESTIMATOR_FNS = {"k1": _k1, "k2": _k2, "k3": _k3}
+from klrl import estimators
+from klrl.kl_config import KLConfig, check_choice
 
 
 def at_least_fp32(x: torch.Tensor) -> torch.Tensor:
@@ -83,13 +66,13 @@ def token_kl(
     >>> token_kl(torch.tensor([20.0]), torch.zeros(1), "k1", log_ratio_clamp=10).values.tolist()
     [10.0]
     """
-    check_choice("token_kl", "estimator", estimator, ESTIMATORS)
+    check_choice("token_kl", "estimator", estimator, tuple(estimators.ESTIMATORS))
     delta = at_least_fp32(logp) - at_least_fp32(ref_logp)
     clamped = torch.zeros_like(delta, dtype=torch.bool)
     if log_ratio_clamp is not None:
         clamped |= delta.detach().abs() > log_ratio_clamp
         delta = delta.clamp(-log_ratio_clamp, log_ratio_clamp)
-    values = _ESTIMATOR_FNS[estimator](delta)
+    values = estimators.ESTIMATORS[estimator].value(delta)
     if value_clamp is not None:
         clamped |= values.detach().abs() > value_clamp
         values = values.clamp(-value_clamp, value_clamp)
@@ -175,7 +158,7 @@ def kl_stats(
     n_tokens = mask.sum().clamp(min=1).item()
     n_seqs = max(mask.shape[0], 1)
     stats = {}
-    for name in ESTIMATORS:
+    for name in estimators.ESTIMATORS:
         values = token_kl(logp, ref_logp, name).values
         stats[f"kl/{name}"] = ((values * mask).sum() / n_seqs).item()
     stats["kl/clamped_tokens"] = (estimate.clamped & mask.bool()).sum().item()
@@ -189,84 +172,3 @@ def kl_stats(
     penalty = kl_terms(config, logp, ref_logp, mask, behaviour_logp).reward_penalty
     stats["kl/reward_penalty_mean"] = penalty.mean().item() if penalty.numel() else 0.0
     return stats
-
-
-# What each configuration's expected gradient is (sum aggregation, no clamp or truncation acting).
-SEQUENCE_REVERSE_KL = "sequence-reverse-kl"  # ∇ KL(πθ(·|x) ‖ πref(·|x)) over whole sequences
-TOKEN_REVERSE_KL = "token-reverse-kl"  # Σ_t ∇ KL(πθ ‖ πref) at each sampled prefix, prefixes held fixed
-TOKEN_FORWARD_KL = "token-forward-kl"  # Σ_t ∇ KL(πref ‖ πθ) at each sampled prefix, prefixes held fixed
-ZERO = "zero"
-OTHER = "other"  # biased, and not the gradient of any named divergence
-NO_PENALTY = "no-penalty"
-
-
-@dataclass(frozen=True)
-class GradientClaim:
-    target: str  # which exact gradient β⁻¹·E[ĝ] equals: one of the names above
-    gradient: str  # the expected gradient as a formula
-
-    @property
-    def unbiased(self) -> bool | None:
-        """Unbiased for the sequence-level reverse-KL gradient (None: no penalty at all)."""
-        return None if self.target == NO_PENALTY else self.target == SEQUENCE_REVERSE_KL
-
-
-_ON_POLICY = {
-    ("k1", "reward"): (SEQUENCE_REVERSE_KL, "β E[(Σ_t δ_t) ∇log πθ(y)]"),
-    ("k1", "loss"): (ZERO, "β E[Σ_t ∇log πθ(y_t)] = 0: the penalty is pure noise"),
-    ("k1", "both"): (SEQUENCE_REVERSE_KL, "β ∇E[Σ_t K1_t]"),
-    ("k2", "reward"): (OTHER, "β E[(Σ_t ½δ_t²) ∇log πθ(y)]"),
-    ("k2", "loss"): (TOKEN_REVERSE_KL, "β E[Σ_t δ_t ∇log πθ(y_t)] = β Σ_t ∇KL(πθ‖πref) per prefix"),
-    ("k2", "both"): (OTHER, "β ∇E[Σ_t ½δ_t²], not a KL"),
-    ("k3", "reward"): (OTHER, "β E[(Σ_t K3_t) ∇log πθ(y)]"),
-    ("k3", "loss"): (TOKEN_FORWARD_KL, "β E[Σ_t (1 − ρ_t) ∇log πθ(y_t)] = β Σ_t ∇KL(πref‖πθ) per prefix"),
-    ("k3", "both"): (SEQUENCE_REVERSE_KL, "β ∇E[Σ_t K3_t]"),
-}
-_OFF_POLICY = {
-    ("k1", "reward"): "β E_μ[Σ_t ω_t (Σ_s δ_s) ∇log πθ(y_t)]: token weights on a sequence penalty",
-    ("k1", "loss"): "β E_μ[Σ_t ∇log πθ(y_t)] ≠ 0: lowers πθ's likelihood of μ's samples",
-    ("k2", "loss"): "β E_μ[Σ_t δ_t ∇log πθ(y_t)]: tokens drawn from μ, not πθ",
-    ("k3", "loss"): "β E_μ[Σ_t (1 − ρ_t) ∇log πθ(y_t)]: tokens drawn from μ, not πθ",
-}
-_CORRECTED = {
-    "token-is": (TOKEN_REVERSE_KL, "β E_q[Σ_t ∇(ω_t K_t)] = β Σ_t ∇KL(πθ‖πref) per prefix, prefixes from q"),
-    "sequence-is": (SEQUENCE_REVERSE_KL, "β E_q[W (Σ_t δ_t) ∇log πθ(y)], W = πθ(y)/q(y)"),
-    "prefix-is": (SEQUENCE_REVERSE_KL, "β E_q[Σ_s W_≤s δ_s Σ_{t≤s} ∇log πθ(y_t)], W_≤s = Π_{t≤s} πθ/q"),
-}
-
-
-def describe(config: KLConfig) -> dict[str, GradientClaim]:
-    """The expected gradient of `config`'s KL part, on-policy ('on') and off-policy ('off').
-
-    Off-policy means rollouts from a stale μ, the policy term weighted per token by ω_t = πθ/μ.
-    >>> describe(KLConfig.from_name("k3-loss", beta=0.1))["on"].target
-    'token-forward-kl'
-    >>> describe(KLConfig.from_name("k1-reward", beta=0.1))["off"].unbiased
-    False
-    """
-    if config.placement == "none":
-        claim = GradientClaim(NO_PENALTY, "no KL term")
-        return {"on": claim, "off": claim}
-    if config.correction != "none":
-        claim = GradientClaim(*_CORRECTED[config.correction])
-        return {"on": claim, "off": claim}
-    key = (config.estimator, config.placement)
-    on_target, on_gradient = _ON_POLICY[key]
-    default_off = f"{on_gradient}, with y ~ μ and token weights ω_t on the score term"
-    return {
-        "on": GradientClaim(on_target, on_gradient),
-        "off": GradientClaim(OTHER, _OFF_POLICY.get(key, default_off)),
-    }
-
-
-def claims_markdown(names: tuple[str, ...] = STANDARD_NAMES) -> str:
-    """A Markdown table of `describe` for the named configurations (β shown as a symbol)."""
-    rows = ["| config | on-policy | off-policy |", "|---|---|---|"]
-    for name in names:
-        config = KLConfig.from_name(name, beta=0.0 if name == "none" else 1.0)
-        cells = []
-        for claim in describe(config).values():
-            verdict = {True: "unbiased", False: "biased", None: "—"}[claim.unbiased]
-            cells.append(f"{verdict} ({claim.target}): {claim.gradient}")
-        rows.append(f"| `{name}` | {cells[0]} | {cells[1]} |")
-    return "\n".join(rows) + "\n"

@@ -22,7 +22,8 @@ from typing import NamedTuple
 
 import torch
 
-from klrl.kl import KLConfig, at_least_fp32, kl_terms
+from klrl.kl_config import KLConfig
+from klrl.kl import at_least_fp32, kl_terms
 from klrl.objectives import aggregate, advantages, normaliser, policy_loss_tokens, ppo_loss_tokens
 
 

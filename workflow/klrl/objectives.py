@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from klrl.choices import ADVANTAGES, AGGREGATIONS  # re-exported: defined torch-free in klrl.choices
 from klrl.kl import at_least_fp32
+from klrl.training.config import ADVANTAGES, AGGREGATIONS
 
 
 def _groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:

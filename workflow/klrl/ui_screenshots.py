@@ -20,6 +20,9 @@ import json
 import urllib.parse
 from pathlib import Path
 
+from klrl.paths import Layout
+from klrl.tracking.runs import read_runs_file
+
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make browser` installs it where it can
 METRIC = "periodic_eval/pass_at_1"
 ASSISTANT_CLOSE = "button[data-component-id='mlflow.assistant.chat_panel.close']"
@@ -48,7 +51,7 @@ def capture(address: str, runs_file: Path, cells: list[str], out: Path, metric: 
     if not Path(CHROMIUM).exists():
         raise OSError(f"ui-screenshots needs {CHROMIUM}: `make browser` (apt's chromium)")
 
-    runs = json.loads(Path(runs_file).read_text())
+    runs = read_runs_file(runs_file)
     missing = [cell for cell in cells if cell not in runs["runs"]]
     if missing:
         raise ValueError(f"{runs_file}: no run for {', '.join(missing)}")
@@ -92,5 +95,5 @@ def run(args: argparse.Namespace) -> None:
     from klrl.ui_server import mlflow_server
 
     with mlflow_server(args.store, Path.cwd()) as address:
-        for shot in capture(address, Path("results") / args.experiment / "mlflow" / "runs.json", args.cells, args.out, args.metric):
+        for shot in capture(address, Layout.of({"experiment": args.experiment}).runs_file(), args.cells, args.out, args.metric):
             print(shot)

@@ -12,7 +12,7 @@ Verdicts, at 5% error rates:
                  tests); contradicted: the 95% interval wholly outside [−margin, margin]
 A claim whose cells a grid lacks is one row "not in this grid"; an interval that cannot be
 computed (one seed and nothing to pool) is "inconclusive". Cells are identified by their
-resolved training config (train/config.yaml: kl, beta, seed, async_lag), the model by the cell id.
+resolved settings (train/settings.json: model, kl, beta, async_lag, seed; klrl.aggregate.cell_tags).
 
 β and lag in a term: `each` gives one row per value common to every term's configuration,
 `low` / `high` the smallest / largest such value (a claim about growth with β or with lag).
@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from klrl.contrasts import SeedPool, contrast
 
@@ -120,18 +119,13 @@ class ScoreIndex:
         self.results = results
         self.configs: dict[tuple, dict[tuple, dict[int, pd.Series]]] = {}  # (model, task) → config → seed → scores
         self.in_domain: dict[str, str] = {}  # model → training task
-        for cell, tags in results.cells.items():
-            path = results.root / "cells" / cell / "train" / "config.yaml"
-            if not path.is_file():
-                continue
-            config = yaml.safe_load(path.read_text())
-            lag, kl = int(config.get("async_lag", 0)), config["kl"]  # kl: {name, beta, options} (TrainConfig.to_dict)
-            key = (kl["name"], float(kl["beta"]), "off" if lag else "on", lag)
+        for cell, tags in results.cells.items():  # the cell's resolved settings (klrl.aggregate.cell_tags)
+            key = (tags["kl"], tags["beta"], tags["policy"], tags["lag"])
             self.in_domain.setdefault(tags["model"], results.training_task(cell))
             for task in results.evaluation(cell)["tasks"]:
                 scores = results.per_problem(cell, task)
                 if scores is not None:
-                    self.configs.setdefault((tags["model"], task), {}).setdefault(key, {})[int(config["seed"])] = scores
+                    self.configs.setdefault((tags["model"], task), {}).setdefault(key, {})[tags["seed"]] = scores
 
     def pool(self, model: str, task: str) -> SeedPool:
         return SeedPool.from_matrices([_matrix(seeds) for seeds in self.configs[(model, task)].values()])

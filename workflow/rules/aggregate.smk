@@ -1,4 +1,4 @@
-# Tables from the files under {OUT}/ (never from MLflow), logged to the grid's parent run.
+# Tables from the files under results/<experiment>/ (never from MLflow), logged to the grid's parent run.
 
 
 localrules:
@@ -7,27 +7,29 @@ localrules:
 
 rule aggregate:
     input:
-        cells=expand(f"{OUT}/cells/{{cell}}/eval/results.json", cell=CELLS),
-        bases=expand(f"{OUT}/base/{{model}}/eval/results.json", model=BASE_TASKS),
-        toy=f"{OUT}/toy/bias.csv",
+        cells=[str(LAYOUT.cell_eval(cell)) for cell in CELLS],
+        settings=[str(LAYOUT.settings(cell)) for cell in CELLS],
+        bases=[str(LAYOUT.base_eval(model)) for model in BASE_TASKS],
+        toy=str(LAYOUT.toy("bias.csv")),
         runs=ancient(RUNS),
     output:
-        report(f"{OUT}/tables/main.csv", caption="../report/main.rst", category="Tables"),
-        report(f"{OUT}/tables/table1.csv", caption="../report/table1.rst", category="Tables"),
-        report(f"{OUT}/tables/paper_comparison.csv", caption="../report/paper_comparison.rst", category="Tables"),
-        report(f"{OUT}/tables/table2.csv", caption="../report/table2.rst", category="Tables"),
-        report(f"{OUT}/tables/scores.csv", caption="../report/scores.rst", category="Tables"),
-        f"{OUT}/tables/claims.csv",
-        f"{OUT}/tables/curves.csv",
-        f"{OUT}/tables/toy_bias.csv",
+        report(str(LAYOUT.tables("main.csv")), caption="../report/main.rst", category="Tables"),
+        report(str(LAYOUT.tables("table1.csv")), caption="../report/table1.rst", category="Tables"),
+        report(str(LAYOUT.tables("paper_comparison.csv")), caption="../report/paper_comparison.rst", category="Tables"),
+        report(str(LAYOUT.tables("table2.csv")), caption="../report/table2.rst", category="Tables"),
+        report(str(LAYOUT.tables("scores.csv")), caption="../report/scores.rst", category="Tables"),
+        str(LAYOUT.tables("claims.csv")),
+        str(LAYOUT.tables("curves.csv")),
+        str(LAYOUT.tables("toy_bias.csv")),
     params:
-        root=lambda wildcards: OUT,  # results/<experiment>
+        root=LAYOUT.root,
+        tables=LAYOUT.tables(),
         cells=" ".join(CELLS),
         scale=config.get("scale", "toy"),
     log:
-        f"{OUT}/logs/aggregate.log",
+        str(LAYOUT.log("aggregate")),
     benchmark:
-        f"{OUT}/benchmarks/aggregate.tsv"
+        str(LAYOUT.benchmark("aggregate"))
     conda:
         "../../envs/klrl.yaml"
     shell:
@@ -35,7 +37,7 @@ rule aggregate:
         python -m klrl aggregate \
             --cells {params.cells} \
             --root {params.root} \
-            --out {params.root}/tables \
+            --out {params.tables} \
             --scale {params.scale} \
             --mlflow-runs {input.runs} \
             > {log} 2>&1

@@ -1,6 +1,6 @@
 # Input functions and the expanded grid; the expansion and its checks are klrl.grid's.
-# Every output of a config lives under OUT = results/<experiment>/ (klrl.grid.results_root), so
-# two configs in one checkout never write each other's files.
+# Every output of a config lives under results/<experiment>/, at the paths klrl.paths.Layout
+# spells (LAYOUT), so two configs in one checkout never write each other's files.
 import ast
 import json
 import re
@@ -13,18 +13,19 @@ from klrl.grid import (
     expand_grid,
     job_resources,
     model_path,
-    results_root,
     settings_json,
     train_launcher,
     used_tasks,
 )
 from klrl.models import get_base_model
+from klrl.paths import Layout
 
-OUT = str(results_root(config))
+LAYOUT = Layout.of(config)
+OUT = str(LAYOUT.root)  # the same root as text, for models.smk's rules
 CELLS = expand_grid(config)
 BASE_TASKS = base_eval_tasks(CELLS)
 TASKS = used_tasks(CELLS)
-RUNS = f"{OUT}/mlflow/runs.json"
+RUNS = str(LAYOUT.runs_file())
 EVALUATION = config["evaluation"]
 
 
@@ -38,7 +39,7 @@ def base_model_input(model):
     """The built base model's config.json, or nothing for a Hub model (downloaded by the job)."""
     if get_base_model(model, config.get("models")).build == "hub":
         return []
-    return f"{OUT}/base/{model}/model/config.json"
+    return str(LAYOUT.base_model(model) / "config.json")
 
 
 def model_options(model, revision=True):
@@ -52,7 +53,7 @@ def model_options(model, revision=True):
 
 
 def data_inputs(tasks):
-    return [f"{OUT}/data/{task}/manifest.json" for task in tasks]
+    return [str(LAYOUT.manifest(task)) for task in tasks]
 
 
 def data_options(task):
@@ -69,13 +70,11 @@ def pretrain_options(model):
 
 
 def evaluation_options():
-    flags = [f"--samples {EVALUATION.get('samples', 4)}", f"--max-new-tokens {EVALUATION['max_new_tokens']}"]
-    flags += [f"--batch-size {EVALUATION.get('batch_size', 64)}", f"--backend {EVALUATION.get('backend', 'hf')}"]
-    if EVALUATION.get("greedy"):
-        flags.append("--greedy")
-    if "limit" in EVALUATION:
-        flags.append(f"--limit {EVALUATION['limit']}")
-    return " ".join(flags)
+    """`klrl evaluate` options of what the config's evaluation section sets; `klrl evaluate`'s
+    own defaults (klrl.evaluation.harness.CONFIG_DEFAULTS) hold for the rest."""
+    flags = {"samples": "--samples", "max_new_tokens": "--max-new-tokens", "batch_size": "--batch-size", "backend": "--backend", "limit": "--limit"}
+    options = [f"{flags[key]} {value}" for key, value in EVALUATION.items() if key in flags]
+    return " ".join(options + ["--greedy"] * bool(EVALUATION.get("greedy")))
 
 
 def device(model):
@@ -90,21 +89,26 @@ def tracking_options():
 
 
 def unknown_cell(wildcards):
-    """Fails the DAG for a path under OUT/cells/ of no cell of this config, naming the closest."""
+    """Fails the DAG for a path under results/<experiment>/cells/ of no cell of this config, naming the closest."""
     from klrl.cells import unknown_cell_message
 
     raise ValueError(unknown_cell_message(wildcards.unknown_cell, CELLS))
 
 
-def figure_caption(wildcards):
-    """The figure script's docstring, for the report."""
-    return ast.get_docstring(ast.parse(Path(f"paper_figures/{wildcards.figure}.py").read_text()))
+def script_caption(figure):
+    """A figure script's docstring: its caption in the report; a script without one is an error naming it."""
+    path = Path(f"paper_figures/{figure}.py")
+    caption = ast.get_docstring(ast.parse(path.read_text()))
+    if not caption:
+        raise ValueError(f"{path}: no docstring; a figure script's docstring is its caption (what it shows and the claim it tests)")
+    return caption
+
 
 
 def reconcile_runs(log):
     """End MLflow runs that killed jobs left RUNNING, by what the cells' files say (onstart and
     on exit, see tracking.smk); a failure only warns."""
     shell(
-        f"python -m klrl track-reconcile --mlflow-runs {RUNS} --cells-root {OUT}/cells"
+        f"python -m klrl track-reconcile --mlflow-runs {RUNS} --root {LAYOUT.root}"
         " || echo 'klrl track-reconcile failed: MLflow run states left as they were' >&2"
     )

@@ -3,21 +3,21 @@
 
 rule prepare_data:
     output:
-        f"{OUT}/data/{{task}}/manifest.json",
+        str(LAYOUT.manifest("{task}")),
     params:
-        root=lambda wildcards: OUT,  # results/<experiment>
+        folder=lambda wildcards: LAYOUT.data(wildcards.task),
         options=lambda wildcards: data_options(wildcards.task),
     log:
-        f"{OUT}/logs/prepare_data/{{task}}.log",
+        str(LAYOUT.log("prepare_data", "{task}")),
     benchmark:
-        f"{OUT}/benchmarks/prepare_data/{{task}}.tsv"
+        str(LAYOUT.benchmark("prepare_data", "{task}"))
     conda:
         "../../envs/klrl.yaml"
     shell:
         """
         python -m klrl prepare-data \
             --task {wildcards.task} \
-            --out {params.root}/data/{wildcards.task} \
+            --out {params.folder} \
             {params.options} \
             > {log} 2>&1
         """

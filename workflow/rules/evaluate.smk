@@ -4,13 +4,14 @@
 
 rule evaluate:
     input:
-        status=f"{OUT}/cells/{{cell}}/train/status.json",
+        status=str(LAYOUT.status("{cell}")),
         data=lambda wildcards: data_inputs(CELLS[wildcards.cell].eval_tasks),
         runs=ancient(RUNS),
     output:
-        f"{OUT}/cells/{{cell}}/eval/results.json",
+        str(LAYOUT.cell_eval("{cell}")),
     params:
-        root=lambda wildcards: OUT,  # results/<experiment>
+        model=lambda wildcards: LAYOUT.final(wildcards.cell),
+        data=LAYOUT.root / "data",
         tasks=lambda wildcards: " ".join(CELLS[wildcards.cell].eval_tasks),
         options=evaluation_options(),
         model_options=lambda wildcards: model_options(CELLS[wildcards.cell].model, revision=False),
@@ -21,19 +22,19 @@ rule evaluate:
         runtime=lambda wildcards: eval_job_resources(config, CELLS[wildcards.cell].model)["runtime"],
         gpu=lambda wildcards: eval_job_resources(config, CELLS[wildcards.cell].model)["gpus"],
     log:
-        f"{OUT}/logs/evaluate/{{cell}}.log",
+        str(LAYOUT.log("evaluate", "{cell}")),
     benchmark:
-        f"{OUT}/benchmarks/evaluate/{{cell}}.tsv"
+        str(LAYOUT.benchmark("evaluate", "{cell}"))
     conda:
         "../../envs/klrl.yaml"
     shell:
         """
         python -m klrl evaluate \
-            --model {params.root}/cells/{wildcards.cell}/train/final \
+            --model {params.model} \
             {params.model_options} \
             --train-status {input.status} \
             --tasks {params.tasks} \
-            --data-dir {params.root}/data \
+            --data-dir {params.data} \
             --out {output} \
             --device {params.device} \
             --threads {threads} \
@@ -50,9 +51,9 @@ rule evaluate_base:
         data=lambda wildcards: data_inputs(BASE_TASKS[wildcards.model]),
         runs=ancient(RUNS),
     output:
-        f"{OUT}/base/{{model}}/eval/results.json",
+        str(LAYOUT.base_eval("{model}")),
     params:
-        root=lambda wildcards: OUT,  # results/<experiment>
+        data=LAYOUT.root / "data",
         model=lambda wildcards: model_path(wildcards.model, config),
         model_options=lambda wildcards: model_options(wildcards.model),
         tasks=lambda wildcards: " ".join(BASE_TASKS[wildcards.model]),
@@ -64,9 +65,9 @@ rule evaluate_base:
         runtime=lambda wildcards: eval_job_resources(config, wildcards.model)["runtime"],
         gpu=lambda wildcards: eval_job_resources(config, wildcards.model)["gpus"],
     log:
-        f"{OUT}/logs/evaluate_base/{{model}}.log",
+        str(LAYOUT.log("evaluate_base", "{model}")),
     benchmark:
-        f"{OUT}/benchmarks/evaluate_base/{{model}}.tsv"
+        str(LAYOUT.benchmark("evaluate_base", "{model}"))
     conda:
         "../../envs/klrl.yaml"
     shell:
@@ -75,7 +76,7 @@ rule evaluate_base:
             --model {params.model} \
             {params.model_options} \
             --tasks {params.tasks} \
-            --data-dir {params.root}/data \
+            --data-dir {params.data} \
             --out {output} \
             --device {params.device} \
             --threads {threads} \

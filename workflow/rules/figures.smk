@@ -1,10 +1,11 @@
-# One script per figure in paper_figures/ (every .py there but the helpers the scripts import),
-# each reading only {OUT}/tables/; the figures then go to the grid's MLflow run. A figure is
+# One figure per script in paper_figures/ (the modules they share are in paper_figures/helpers/),
+# each reading only results/<experiment>/tables/; the figures then go to the grid's MLflow run. A figure is
 # rebuilt when its script, a helper or a table changes (all are inputs, as relative paths, so
 # moving the checkout changes nothing). Its report caption is its script's docstring
-# (common.smk's figure_caption).
-FIGURE_HELPERS = ["style", "bars"]
-FIGURES = sorted(set(glob_wildcards("paper_figures/{figure}.py").figure) - set(FIGURE_HELPERS))
+# (common.smk's script_caption).
+FIGURES = sorted(glob_wildcards("paper_figures/{figure,[^/]+}.py").figure)
+FIGURE_HELPERS = sorted(glob_wildcards("paper_figures/helpers/{helper,[^/]+}.py").helper)
+CAPTIONS = {figure: script_caption(figure) for figure in FIGURES}  # every script has one, checked when the DAG is built
 
 
 wildcard_constraints:
@@ -19,44 +20,45 @@ localrules:
 rule figure:
     input:
         script="paper_figures/{figure}.py",
-        helpers=expand("paper_figures/{helper}.py", helper=FIGURE_HELPERS),
-        tables=[f"{OUT}/tables/main.csv", f"{OUT}/tables/curves.csv", f"{OUT}/tables/scores.csv", f"{OUT}/tables/toy_bias.csv"],
+        helpers=expand("paper_figures/helpers/{helper}.py", helper=FIGURE_HELPERS),
+        tables=[str(LAYOUT.tables(name)) for name in ("main.csv", "curves.csv", "scores.csv", "toy_bias.csv")],
     output:
-        report(f"{OUT}/figures/{{figure}}.png", caption="../report/figures.rst", category="Figures"),
-        f"{OUT}/figures/{{figure}}.pdf",
+        report(str(LAYOUT.figures("{figure}.png")), caption="../report/figures.rst", category="Figures"),
+        str(LAYOUT.figures("{figure}.pdf")),
     params:
-        root=lambda wildcards: OUT,  # results/<experiment>
-        caption=figure_caption,
+        tables=LAYOUT.tables(),
+        folder=LAYOUT.figures(),
+        caption=lambda wildcards: CAPTIONS[wildcards.figure],
     log:
-        f"{OUT}/logs/figures/{{figure}}.log",
+        str(LAYOUT.log("figures", "{figure}")),
     benchmark:
-        f"{OUT}/benchmarks/figures/{{figure}}.tsv"
+        str(LAYOUT.benchmark("figures", "{figure}"))
     conda:
         "../../envs/klrl.yaml"
     shell:
         """
         python {input.script} \
-            --tables {params.root}/tables \
-            --out {params.root}/figures \
+            --tables {params.tables} \
+            --out {params.folder} \
             > {log} 2>&1
         """
 
 
 rule figures:
     input:
-        expand(f"{OUT}/figures/{{figure}}.png", figure=FIGURES),
+        [str(LAYOUT.figures(f"{figure}.png")) for figure in FIGURES],
 
 
 rule track_figures:
     input:
-        figures=expand(f"{OUT}/figures/{{figure}}.png", figure=FIGURES),
+        figures=[str(LAYOUT.figures(f"{figure}.png")) for figure in FIGURES],
         runs=ancient(RUNS),
     output:
-        f"{OUT}/mlflow/figures.txt",
+        str(LAYOUT.figures_marker()),
     log:
-        f"{OUT}/logs/track_figures.log",
+        str(LAYOUT.log("track_figures")),
     benchmark:
-        f"{OUT}/benchmarks/track_figures.tsv"
+        str(LAYOUT.benchmark("track_figures"))
     conda:
         "../../envs/klrl.yaml"
     shell:

@@ -5,24 +5,24 @@
 rule toy_bias:
     output:
         bias=report(
-            f"{OUT}/toy/bias.csv",
+            str(LAYOUT.toy("bias.csv")),
             caption="../report/toy_bias.rst",
             category="Toy study",
         ),
-        by_lag=f"{OUT}/toy/by_lag.csv",
-        by_horizon=f"{OUT}/toy/prefixis_by_horizon.csv",
+        by_lag=str(LAYOUT.toy("by_lag.csv")),
+        by_horizon=str(LAYOUT.toy("prefixis_by_horizon.csv")),
     params:
-        root=lambda wildcards: OUT,  # results/<experiment>
+        folder=LAYOUT.toy(),
     log:
-        f"{OUT}/logs/toy_bias.log",
+        str(LAYOUT.log("toy_bias")),
     benchmark:
-        f"{OUT}/benchmarks/toy_bias.tsv"
+        str(LAYOUT.benchmark("toy_bias"))
     conda:
         "../../envs/klrl.yaml"
     shell:
         """
         python -m klrl toy-bias \
             --out {output.bias} \
-            --curves-out {params.root}/toy \
+            --curves-out {params.folder} \
             > {log} 2>&1
         """

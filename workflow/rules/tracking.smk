@@ -29,9 +29,9 @@ rule track_grid:
         cells=" ".join(f"{cell.group}:{cell.id}" for cell in CELLS.values()),
         bases=" ".join(BASE_TASKS),
     log:
-        f"{OUT}/logs/track_grid.log",
+        str(LAYOUT.log("track_grid")),
     benchmark:
-        f"{OUT}/benchmarks/track_grid.tsv"
+        str(LAYOUT.benchmark("track_grid"))
     conda:
         "../../envs/klrl.yaml"
     shell:

@@ -11,11 +11,11 @@ localrules:
 
 rule cell_settings:
     output:
-        f"{OUT}/cells/{{cell}}/train/settings.json",
+        str(LAYOUT.settings("{cell}")),
     params:
         settings=lambda wildcards: settings_json(CELLS[wildcards.cell]),
     log:
-        f"{OUT}/logs/cell_settings/{{cell}}.log",
+        str(LAYOUT.log("cell_settings", "{cell}")),
     conda:
         "../../envs/klrl.yaml"
     shell:
@@ -27,11 +27,11 @@ rule train:
         base=lambda wildcards: base_model_input(CELLS[wildcards.cell].model),
         data=lambda wildcards: data_inputs([CELLS[wildcards.cell].task]),
         runs=ancient(RUNS),
-        settings=f"{OUT}/cells/{{cell}}/train/settings.json",
+        settings=str(LAYOUT.settings("{cell}")),
     output:
-        f"{OUT}/cells/{{cell}}/train/status.json",
+        str(LAYOUT.status("{cell}")),
     params:
-        root=lambda wildcards: OUT,  # results/<experiment>
+        folder=lambda wildcards: LAYOUT.train(wildcards.cell),
         launcher=lambda wildcards: train_launcher(job_resources(config, CELLS[wildcards.cell].model)["processes"]),
     threads: lambda wildcards: job_resources(config, CELLS[wildcards.cell].model)["threads"]
     resources:
@@ -39,15 +39,15 @@ rule train:
         runtime=lambda wildcards: job_resources(config, CELLS[wildcards.cell].model)["runtime"],
         gpu=lambda wildcards: job_resources(config, CELLS[wildcards.cell].model)["gpus"],
     log:
-        f"{OUT}/logs/train/{{cell}}.log",
+        str(LAYOUT.log("train", "{cell}")),
     benchmark:
-        f"{OUT}/benchmarks/train/{{cell}}.tsv"
+        str(LAYOUT.benchmark("train", "{cell}"))
     conda:
         "../../envs/klrl.yaml"
     shell:
         """
         {params.launcher} train \
-            --out {params.root}/cells/{wildcards.cell}/train \
+            --out {params.folder} \
             --mlflow-runs {input.runs} \
             --mlflow-key {wildcards.cell} \
             --config {input.settings} \

@@ -1,1 +1,1 @@
-"""Evaluation through lm-evaluation-harness: this project's task YAMLs, the harness call, the verb."""
+"""Evaluation through lm-evaluation-harness: the task template and its hooks, the harness call, the verb."""

@@ -27,11 +27,13 @@ import os
 from pathlib import Path
 
 from klrl import __version__
-from klrl.evaluation.harness import BACKENDS, Decoding, check_model, evaluate, lm_eval_task_name
+from klrl.evaluation.harness import BACKENDS, BATCH_SIZE, VLLM_MEMORY_FRACTION, Decoding, check_model, evaluate, lm_eval_task_name
+from klrl.files import write_atomic, write_jsonl
 from klrl.folder_lock import hold_lock
+from klrl.paths import SAMPLES, samples_file
 from klrl.tasks import TASKS
 from klrl.tasks.data import MAX_ANSWER_CHARS, MAX_PROMPT_TOKENS, RowLimits, read_manifest, read_split
-from klrl.training.tracking import add_tracking_arguments, tracker_from_args
+from klrl.tracking.runs import add_tracking_arguments, tracker_from_args
 from klrl.verify_worker import grading_counts
 
 FILTER = "all-samples"  # the filter_list name in lm_eval_tasks/_template_yaml
@@ -67,23 +69,17 @@ def sample_records(results: dict, task: str) -> list[dict]:
 
 
 def _write_json(path: Path, value: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
-    tmp.replace(path)
+    write_atomic(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
 def write_outputs(out: Path, results: dict, tasks: list[str], data_dir: Path, record: dict) -> dict:
     """Write the samples, then results.json (the completion marker); returns what results.json holds."""
     import lm_eval
 
-    samples_dir = out.parent / "samples"
-    samples_dir.mkdir(parents=True, exist_ok=True)
     scores = {}
     for task in tasks:
-        records = sample_records(results, task)
-        with (samples_dir / f"{task}.jsonl").open("w") as handle:
-            for line in records:
-                handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+        samples_file(out, task).parent.mkdir(parents=True, exist_ok=True)
+        write_jsonl(samples_file(out, task), sample_records(results, task))
         manifest = read_manifest(data_dir / task)
         scores[task] = task_scores(results, task) | {
             "samples": record["decoding"]["samples"],
@@ -102,16 +98,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", nargs="+", required=True, choices=sorted(TASKS), metavar="TASK", help="klrl task names")
     parser.add_argument("--data-dir", type=Path, required=True, help="folder of prepared tasks (<task>/test.jsonl)")
     parser.add_argument("--out", type=Path, required=True, help="results.json to write; samples/ goes beside it")
-    parser.add_argument("--samples", type=int, default=4, help="n completions per problem for pass@1")
+    parser.add_argument("--samples", type=int, default=Decoding.samples, help="n completions per problem for pass@1")
     parser.add_argument("--greedy", action="store_true", help="one greedy completion per problem instead")
-    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (the paper's: 1.0)")
-    parser.add_argument("--top-p", type=float, default=1.0, help="nucleus mass (the paper's: 1.0)")
-    parser.add_argument("--max-new-tokens", type=int, default=32, help="completion length limit")
-    parser.add_argument("--backend", choices=BACKENDS, default="hf", help="hf (CPU or GPU) or vllm (GPU)")
+    parser.add_argument("--temperature", type=float, default=Decoding.temperature, help="sampling temperature (the paper's: 1.0)")
+    parser.add_argument("--top-p", type=float, default=Decoding.top_p, help="nucleus mass (the paper's: 1.0)")
+    parser.add_argument("--max-new-tokens", type=int, default=Decoding.max_new_tokens, help="completion length limit")
+    parser.add_argument("--backend", choices=BACKENDS, default=BACKENDS[0], help="hf (CPU or GPU) or vllm (GPU)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:0 ... (vllm: cpu means its CPU build, in float32)")
-    parser.add_argument("--batch-size", type=int, default=64, help="generation batch (hf backend)")
+    parser.add_argument("--batch-size", type=int, default=BATCH_SIZE, help="generation batch (hf backend)")
     parser.add_argument(
-        "--vllm-memory-fraction", type=float, default=0.85, help="GPU memory vLLM may take (vllm backend; on CPU builds: of RAM)"
+        "--vllm-memory-fraction", type=float, default=VLLM_MEMORY_FRACTION, help="GPU memory vLLM may take (vllm backend; on CPU builds: of RAM)"
     )
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
     parser.add_argument("--limit", type=int, help="only the first N problems of each task")
@@ -198,7 +194,7 @@ def _run(args: argparse.Namespace) -> None:
             metrics[f"final_eval/{task}/pass@1_stderr"] = score["stderr"]
     tracker.log_metrics(metrics, step=0)
     tracker.log_artifact(args.out, "eval")
-    tracker.log_artifact(args.out.parent / "samples", "eval")
+    tracker.log_artifact(args.out.parent / SAMPLES, "eval")
     if train_status is None:
         tracker.finish()  # a base model's run ends with its evaluation; a cell's ended with training
     for task, score in summary["tasks"].items():

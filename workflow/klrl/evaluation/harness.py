@@ -1,29 +1,35 @@
-"""One model, several tasks, one call of `lm_eval.simple_evaluate`, timed phase by phase.
+"""One model, several tasks, one call of lm-eval's evaluator, timed phase by phase.
 
-The TaskManager indexes only `lm_eval_tasks/` (this project's tasks, not lm-eval's thousands),
-and every task of a model runs in the same call, so the model loads once. The metric is the
+Each requested task's lm-eval config is written from the task registry (`klrl.tasks.TASKS`) into
+a temporary folder, one YAML per task that includes `lm_eval_tasks/_template_yaml`, and the
+TaskManager indexes only that folder (this project's tasks, not lm-eval's thousands), so a task
+added to the registry is evaluable with no file of its own. Every task of a model runs in the
+same call, so the model loads once. The metric is the
 paper's: pass@1 = the mean reward of `samples` completions per problem at temperature 1.0 and
 top-p 1.0; `greedy` decodes once per problem at temperature 0 instead. A task whose prepared data
 has shots gets them as earlier chat turns (multi-turn few-shot), where the trainer puts them.
 
+The call is lm-eval's `evaluator.evaluate` on the loaded tasks, seeded as `simple_evaluate`
+seeds (Python, NumPy, torch and the few-shot sampler), not `simple_evaluate` itself: that adds
+an environment report (torch's collect_env, which runs pip, lscpu and more as subprocesses,
+about a second per evaluation) that no switch turns off; results.json records the versions.
 Timing splits the wall time into import, model load, task load (index + data), generation
-(time inside the backend's `generate_until`) and the rest of `simple_evaluate` (request
-building, grading, aggregation); everything but generation is the evaluation overhead.
-lm-eval's environment report (`add_env_info`: torch's collect_env, which runs pip, lscpu and
-more as subprocesses, about a second) is replaced by the versions alone: results.json records
-its own.
+(time inside the backend's `generate_until`) and the rest of the evaluation (request building,
+grading, aggregation); everything but generation is the evaluation overhead.
 """
 
 from __future__ import annotations
 
-import contextlib
+import random
+import tempfile
 import time
 from dataclasses import dataclass
-from importlib.metadata import version
 from pathlib import Path
 
-TASKS_DIR = Path(__file__).parent / "lm_eval_tasks"
+TEMPLATE = Path(__file__).parent / "lm_eval_tasks" / "_template_yaml"  # shared by every task; its `!function`s are hooks.py's
 BACKENDS = ("hf", "vllm")
+BATCH_SIZE = 64  # prompts per generation batch (hf backend; vLLM schedules its own)
+VLLM_MEMORY_FRACTION = 0.85  # of the GPU's memory (of RAM on vLLM's CPU build)
 
 
 def lm_eval_task_name(task: str) -> str:
@@ -62,6 +68,11 @@ class Decoding:
         return sampling | {"max_gen_toks": self.max_new_tokens, "until": []} | (stops or {})
 
 
+# The defaults of every evaluation setting a workflow config may leave out (its `evaluation`
+# section): `klrl evaluate`'s, declared here once (the rules pass only what a config sets).
+CONFIG_DEFAULTS = {"samples": Decoding.samples, "greedy": Decoding.greedy, "batch_size": BATCH_SIZE, "backend": BACKENDS[0]}
+
+
 def stop_kwargs(model: str, backend: str, extra: tuple[str, ...] = (), revision: str | None = None) -> dict:
     """Generation kwargs that end a completion at the model's EOS and end-of-turn tokens
     (klrl.training.prompts.stop_token_ids): transformers' generate takes them as `eos_token_id`
@@ -76,6 +87,19 @@ def stop_kwargs(model: str, backend: str, extra: tuple[str, ...] = (), revision:
     return {"eos_token_id": ids} if backend == "hf" else {"stop_token_ids": ids}
 
 
+def write_task_configs(tasks: list[str], folder: Path) -> None:
+    """The lm-eval task config of each klrl task into `folder`: `klrl_<name>` on the prepared
+    `<name>` data, everything else from the template."""
+    import yaml
+
+    from klrl.tasks import get_task
+
+    for name in tasks:
+        task = get_task(name)
+        config = {"include": str(TEMPLATE), "task": lm_eval_task_name(name), "dataset_kwargs": {"task": name}}
+        (Path(folder) / f"{lm_eval_task_name(name)}.yaml").write_text(f"# {task.description}\n" + yaml.safe_dump(config, sort_keys=False))
+
+
 def check_model(model: str) -> None:
     """Fail early, naming the problem, when `model` is a folder transformers cannot load."""
     path = Path(model)
@@ -88,26 +112,6 @@ def check_model(model: str) -> None:
             AutoConfig.from_pretrained(path)
         except (OSError, ValueError) as error:
             raise ValueError(f"model {model}: transformers cannot read its config ({error})") from None
-
-
-def _versions_only(storage: dict) -> None:
-    """Stands in for lm-eval's add_env_info: the same keys, without torch's collect_env."""
-    storage["pretty_env_info"] = "not collected (klrl records versions in results.json)"
-    storage["transformers_version"] = version("transformers")
-    storage["lm_eval_version"] = version("lm_eval")
-    storage["upper_git_hash"] = None
-
-
-@contextlib.contextmanager
-def _no_env_report():
-    import lm_eval.evaluator
-
-    original = lm_eval.evaluator.add_env_info
-    lm_eval.evaluator.add_env_info = _versions_only
-    try:
-        yield
-    finally:
-        lm_eval.evaluator.add_env_info = original
 
 
 def _model_args(backend: str, model: str, revision: str | None, device: str, seed: int, vllm_memory_fraction: float) -> dict:
@@ -126,12 +130,12 @@ def evaluate(
     data_dir: Path,
     decoding: Decoding,
     *,
-    backend: str = "hf",
+    backend: str = BACKENDS[0],
     device: str = "cpu",
-    batch_size: int = 64,
+    batch_size: int = BATCH_SIZE,
     seed: int = 0,
     limit: int | None = None,
-    vllm_memory_fraction: float = 0.85,
+    vllm_memory_fraction: float = VLLM_MEMORY_FRACTION,
     revision: str | None = None,
     stop_tokens: tuple[str, ...] = (),
 ) -> tuple[dict, dict]:
@@ -141,14 +145,19 @@ def evaluate(
     check_model(model)
     timing = {}
     start = time.perf_counter()
-    import lm_eval
+    import numpy as np
+    import torch
     from lm_eval.api.registry import get_model
+    from lm_eval.evaluator import evaluate as lm_eval_evaluate
     from lm_eval.tasks import TaskManager
 
     timing["import"] = time.perf_counter() - start
     mark = time.perf_counter()
-    manager = TaskManager(include_path=str(TASKS_DIR), include_defaults=False, metadata={"data_dir": str(data_dir)})
-    loaded = manager.load([lm_eval_task_name(task) for task in tasks])["tasks"]
+    with tempfile.TemporaryDirectory(prefix="klrl-lm-eval-tasks-") as configs:
+        write_task_configs(tasks, Path(configs))
+        manager = TaskManager(include_path=configs, include_defaults=False, metadata={"data_dir": str(data_dir)})
+        task_dict = manager.load([lm_eval_task_name(task) for task in tasks])
+    loaded = task_dict["tasks"]
     timing["task_load"] = time.perf_counter() - mark
     mark = time.perf_counter()
     try:
@@ -158,6 +167,7 @@ def evaluate(
     except (OSError, ValueError, RuntimeError) as error:
         raise ValueError(f"model {model}: the {backend} backend cannot load it ({error})") from error
     for task in loaded.values():
+        task.set_fewshot_seed(seed=seed)
         task.set_config("repeats", decoding.samples)
         task.set_config("num_fewshot", len(task.fewshot_docs()))  # every shot of the manifest, in order
         task.set_config("generation_kwargs", decoding.generation_kwargs(stops))
@@ -174,20 +184,17 @@ def evaluate(
 
     lm.generate_until = timed_generate_until
     mark = time.perf_counter()
-    with _no_env_report():
-        results = lm_eval.simple_evaluate(
-            model=lm,
-            tasks=list(loaded.values()),
-            task_manager=manager,
-            apply_chat_template=True,
-            fewshot_as_multiturn=True,  # shots are earlier chat turns, as the trainer puts them
-            log_samples=True,
-            limit=limit,
-            random_seed=seed,
-            numpy_random_seed=seed,
-            torch_random_seed=seed,
-            fewshot_random_seed=seed,
-        )
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    results = lm_eval_evaluate(
+        lm=lm,
+        task_dict=task_dict,
+        limit=limit,
+        log_samples=True,
+        apply_chat_template=True,
+        fewshot_as_multiturn=True,  # shots are earlier chat turns, as the trainer puts them
+    )
     timing["evaluate_other"] = time.perf_counter() - mark - timing["generation"]
     timing["total"] = time.perf_counter() - start
     timing["overhead"] = timing["total"] - timing["generation"]

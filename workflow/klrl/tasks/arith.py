@@ -14,7 +14,7 @@ Answers are integers, written `\\boxed{N}` and graded by `klrl.rewards.arithmeti
 
 Held-out problems: every (a, op, b) is assigned to 'test' or not by a hash, the same for
 every seed, so test problems never appear in the RL training set or in the tiny base
-model's pretraining corpus (`pretraining_text`).
+model's pretraining corpus (`pretraining_example`).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from klrl import __version__
-from klrl.files import sha256_file
+from klrl.files import read_jsonl, sha256_file, write_atomic, write_jsonl
 from klrl.rewards import check_reference
 from klrl.tasks import TASKS, get_task, load_rows
 
@@ -26,14 +26,6 @@ ROW_FIELDS = {"id": str, "problem": str, "prompt": str, "answer": str, "meta": d
 MAX_PROMPT_TOKENS = 2048  # default limits, configurable (TrainConfig, `klrl evaluate`)
 MAX_ANSWER_CHARS = 1000
 CHARS_PER_TOKEN_BOUND = 32  # no tokenizer averages more characters per token on real text
-
-
-def _write_jsonl(rows: list[dict], path: Path) -> None:
-    tmp = path.with_suffix(".jsonl.tmp")
-    with tmp.open("w") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
-    tmp.replace(path)
 
 
 def prepare(
@@ -61,7 +53,7 @@ def prepare(
         rows = load_rows(task, split, seed=seed, size=sizes.get(split), source=source)
         rows = [{**row, "prompt": row["problem"] + instruction} | ({"shots": shots} if shots else {}) for row in rows]
         path = out_dir / f"{split}.jsonl"
-        _write_jsonl(rows, path)
+        write_jsonl(path, rows, sort_keys=True)
         files[path.name] = {"split": split, "count": len(rows), "sha256": sha256_file(path)}
     manifest = {
         "task": task.name,
@@ -74,7 +66,7 @@ def prepare(
         "shots": shots,
         "files": files,
     }
-    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(out_dir / "manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     return manifest
 
 
@@ -124,10 +116,7 @@ def read_split(path: Path, reward: str | None = None, limits: RowLimits = RowLim
     path = Path(path)
     manifest = read_manifest(path.parent) if (path.parent / "manifest.json").is_file() else None
     reward = manifest["reward"] if manifest is not None else reward
-    rows = []
-    with path.open("rb") as handle:
-        for line_no, raw in enumerate(handle, 1):
-            rows.append(_checked_row(raw, f"{path}:{line_no}", reward, limits, count_tokens))
+    rows = [line.record for line in read_jsonl(path, check=lambda row: _check_row(row, reward, limits, count_tokens))]
     if not rows:
         raise ValueError(f"{path}: no rows")
     recorded = ((manifest or {}).get("files") or {}).get(path.name, {}).get("sha256")
@@ -139,32 +128,22 @@ def read_split(path: Path, reward: str | None = None, limits: RowLimits = RowLim
     return rows
 
 
-def _checked_row(raw: bytes, where: str, reward: str | None, limits: RowLimits, count_tokens) -> dict:
-    try:
-        line = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{where}: not UTF-8 (byte 0x{raw[error.start]:02x} at column {error.start + 1})") from None
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
-    if not isinstance(row, dict):
-        raise ValueError(f"{where}: a row must be a JSON object")
+def _check_row(row: dict, reward: str | None, limits: RowLimits, count_tokens) -> None:
+    """A ValueError saying what is wrong with one row of a split (read_jsonl names its file:line)."""
     for name, kind in ROW_FIELDS.items():
         if not isinstance(row.get(name), kind):
-            raise ValueError(f"{where}: field {name!r} must be a {kind.__name__}, got {row.get(name)!r:.80}")
+            raise ValueError(f"field {name!r} must be a {kind.__name__}, got {row.get(name)!r:.80}")
     if len(row["answer"]) > limits.max_answer_chars:
-        raise ValueError(f"{where}: answer of {len(row['answer'])} characters, over max_answer_chars={limits.max_answer_chars}")
+        raise ValueError(f"answer of {len(row['answer'])} characters, over max_answer_chars={limits.max_answer_chars}")
     if reward is not None and (problem := check_reference(reward, row["answer"])):
-        raise ValueError(f"{where}: answer {row['answer']!r:.80} is not {problem} ({reward} reward)")
-    check_shots(row.get("shots", []), f"{where}: field 'shots'")
+        raise ValueError(f"answer {row['answer']!r:.80} is not {problem} ({reward} reward)")
+    check_shots(row.get("shots", []), "field 'shots'")
     prompt = "".join(shot["user"] + shot["assistant"] for shot in row.get("shots", [])) + row["prompt"]
     tokens = len(prompt) / CHARS_PER_TOKEN_BOUND
     if tokens <= limits.max_prompt_tokens and count_tokens is not None:
         tokens = count_tokens(prompt)
     if tokens > limits.max_prompt_tokens:
-        raise ValueError(f"{where}: prompt of {math.ceil(tokens)}+ tokens, over max_prompt_tokens={limits.max_prompt_tokens}")
-    return row
+        raise ValueError(f"prompt of {math.ceil(tokens)}+ tokens, over max_prompt_tokens={limits.max_prompt_tokens}")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

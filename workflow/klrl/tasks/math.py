@@ -16,11 +16,11 @@ row and the problem; nothing is skipped silently.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from klrl.answers import extract_boxed
+from klrl.files import read_jsonl
 
 TRAIN_HUB = "EleutherAI/hendrycks_math"
 TEST_HUB = "HuggingFaceH4/MATH-500"
@@ -108,11 +108,7 @@ def _hub_rows(split: str) -> list[dict]:
 def _fixture_rows(split: str) -> list[dict]:
     source = f"fixture {FIXTURE.name}"
     rows, seen = [], {}
-    for number, line in enumerate(FIXTURE.read_text().splitlines(), start=1):
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{source} row {number}: not JSON ({error})") from None
+    for number, raw, _ in read_jsonl(FIXTURE):
         row = convert(raw, f"math/fixture/{number}", source)
         rank = seen[row["meta"]["subject"]] = seen.get(row["meta"]["subject"], 0) + 1
         if (rank % 3 == 0) == (split == "test"):

@@ -10,8 +10,9 @@ raw row raises ValueError naming the source, the row and the problem.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from klrl.files import read_jsonl
 
 HUB = "cais/mmlu"
 SUBJECTS = ("college_physics", "college_chemistry", "college_biology")
@@ -53,11 +54,7 @@ def load_mmlu(subject: str, source: str = "hub") -> list[dict]:
     if source != "fixture":
         raise ValueError(f"MMLU source {source!r} is not one of hub, fixture")
     rows = []
-    for number, line in enumerate(FIXTURE.read_text().splitlines(), start=1):
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"fixture {FIXTURE.name} row {number}: not JSON ({error})") from None
+    for number, raw, _ in read_jsonl(FIXTURE):
         row = convert(raw, f"mmlu/fixture/{number}", f"fixture {FIXTURE.name}")
         if row["meta"]["subject"] == subject:
             rows.append(row)

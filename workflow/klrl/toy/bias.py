@@ -21,7 +21,9 @@ from pathlib import Path
 
 import torch
 
-from klrl.kl import STANDARD_NAMES, KLConfig, describe
+from klrl.kl_config import KLConfig
+from klrl.describe import describe
+from klrl.estimators import STANDARD_CONFIGS
 from klrl.objectives import advantages
 from klrl.toy.exact import MODES, PerSequence, expected_gradient, per_sequence, sequence_kl_gradient
 from klrl.toy.policy import ToyProblem, make_problem
@@ -78,7 +80,7 @@ def toy_rows(
     scale = true_grad.norm()
     generator = torch.Generator().manual_seed(seed)
     rows = []
-    for name in STANDARD_NAMES:
+    for name in STANDARD_CONFIGS:
         config = KLConfig.from_name(name, beta=0.0 if name == "none" else 1.0)
         claims = describe(config)
         for mode in MODES:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from klrl.kl import KLConfig
+from klrl.kl_config import KLConfig
 from klrl.loss import LossConfig, batch_loss, reward_penalty, token_losses
 from klrl.toy.policy import ToyProblem
 
@@ -125,20 +125,18 @@ class PerSequence:
 
 
 def per_sequence(problem: ToyProblem, config: KLConfig, mode: str) -> PerSequence:
-    """The pieces, from the trainer's per-token terms (`klrl.loss.token_losses`) with A = 1."""
+    """The pieces, from the trainer's per-token terms (`klrl.loss.token_losses`) with A = 1: each
+    sequence's gradient is a row of the Jacobian of the per-sequence terms in θ (`torch.func.jacrev`)."""
     loss_config = toy_loss_config(config)
-    theta = _theta(problem)
-    e = enumerate_sequences(problem, mode, theta)
-    anchor = e.logp.detach() if e.behaviour_logp is None else e.behaviour_logp
-    policy, kl = token_losses(loss_config, e.logp, e.ref_logp, anchor, torch.ones_like(e.q), e.mask)
-    score_terms, loss_terms = (policy * e.mask).sum(-1), (kl * e.mask).sum(-1)
-    n = e.seqs.shape[0]
-    score = torch.zeros(n, theta.numel(), dtype=theta.dtype)
-    loss = torch.zeros_like(score)
-    for i in range(n):
-        score[i] = torch.autograd.grad(score_terms[i], theta, retain_graph=True)[0].reshape(-1)
-        if loss_terms.requires_grad:
-            loss[i] = torch.autograd.grad(loss_terms[i], theta, retain_graph=True)[0].reshape(-1)
+
+    def terms(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        e = enumerate_sequences(problem, mode, theta)
+        anchor = e.logp.detach() if e.behaviour_logp is None else e.behaviour_logp
+        policy, kl = token_losses(loss_config, e.logp, e.ref_logp, anchor, torch.ones_like(e.q), e.mask)
+        return (policy * e.mask).sum(-1), (kl * e.mask).sum(-1)
+
+    e = enumerate_sequences(problem, mode, problem.theta)
+    score, loss = (jacobian.reshape(e.seqs.shape[0], -1) for jacobian in torch.func.jacrev(terms)(problem.theta))
     beta = config.beta or 1.0
     penalty = reward_penalty(loss_config, e.logp, e.ref_logp, e.mask, e.behaviour_logp)
     return PerSequence(e.q, penalty.double() / beta, score, loss / beta)

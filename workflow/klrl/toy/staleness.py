@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import torch
 
-from klrl.kl import STANDARD_NAMES, KLConfig
+from klrl.kl_config import KLConfig
+from klrl.estimators import STANDARD_CONFIGS
 from klrl.toy.bias import batch_estimates, total_variation
 from klrl.toy.exact import expected_gradient, per_sequence, sequence_kl_gradient
 from klrl.toy.policy import ToyProblem, make_problem
@@ -60,7 +61,7 @@ def _rows(points: list[int], make, configs: tuple[str, ...], axis: str, problems
 
 
 def lag_rows(lags: list[int], vocab: int = 3, horizon: int = 4, seed: int = 0, problems: int = 4, samples: int = 1000,
-             batch_size: int = 16, configs: tuple[str, ...] = tuple(name for name in STANDARD_NAMES if name != "none")) -> list[dict]:
+             batch_size: int = 16, configs: tuple[str, ...] = tuple(name for name in STANDARD_CONFIGS if name != "none")) -> list[dict]:
     """One row per configuration × lag (columns LAG_COLUMNS), medians over `problems` toy problems."""
     return _rows(lags, lambda lag, s: make_problem(vocab, horizon, s, lag_steps=lag), configs, "lag", problems, seed, samples, batch_size)
 

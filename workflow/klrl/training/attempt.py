@@ -1,4 +1,5 @@
-"""A cell's attempts: one per resolved configuration, each with its own files and MLflow run.
+"""A cell's attempts: one per resolved configuration, each with its own files (and MLflow run:
+klrl.tracking.attempts).
 
 An attempt is identified by `attempt_id`: a hash of the cell's resolved TrainConfig without
 the fields that change how it is computed but not what (`HOW_FIELDS`: threads, device,
@@ -11,13 +12,6 @@ checkpoint of one configuration is resumed under another. A folder whose config.
 or of an older code's keys counts as another attempt; files without a config.yaml (it is
 written before any other) are taken as this attempt's, as before attempts existed. Re-running
 the same configuration (after a kill) keeps the files and resumes.
-
-The MLflow run of the attempt is recorded in the folder as `mlflow_run.json` (run id, attempt id,
-store and experiment). The first attempt takes the cell's run of the runs file (`klrl
-track-grid`); a later one gets a new run under the grid's parent run, with the cell's tags, and
-the run it replaces is ended KILLED, tagged `klrl.status=superseded` and
-`klrl.superseded_by=<new run id>`, and renamed `<cell> (attempt n, superseded)`. A re-run of the
-same attempt continues its run (set RUNNING again). The evaluate job logs into the recorded run.
 """
 
 from __future__ import annotations
@@ -29,16 +23,15 @@ from pathlib import Path
 
 import yaml
 
-from klrl.track_grid import KEY_TAG, run_tags, source_commit
+from klrl.files import write_atomic
+from klrl.paths import CONFIG, FINAL, METRICS, RUN_RECORD, STATUS
 from klrl.training.checkpoint import NAME, PREVIOUS
 from klrl.training.config import TrainConfig, load_config
-from klrl.training.tracking import Tracker
 
 HOW_FIELDS = ("threads", "device", "activation_checkpointing", "reference_offload")
-RUN_RECORD = "mlflow_run.json"
 SUPERSEDED = "superseded"
 # config.yaml last: a move killed half-way leaves it, so the next start finishes the move
-ATTEMPT_FILES = ("metrics.jsonl", NAME, PREVIOUS, NAME + ".tmp", "status.json", "final", RUN_RECORD, "config.yaml")
+ATTEMPT_FILES = (METRICS, NAME, PREVIOUS, NAME + ".tmp", STATUS, FINAL, RUN_RECORD, CONFIG)
 
 
 def attempt_id(config: TrainConfig) -> str:
@@ -50,7 +43,7 @@ def attempt_id(config: TrainConfig) -> str:
 def _saved_attempt(folder: Path) -> str | None:
     """The attempt of the files in `folder` by its config.yaml; '' when it is unreadable or
     not a config of this code (another attempt), None when there is none."""
-    path = folder / "config.yaml"
+    path = folder / CONFIG
     if not path.exists():
         return None
     try:
@@ -64,7 +57,7 @@ def _next_slot(folder: Path) -> Path:
     was cut short (it lacks config.yaml), else a new one."""
     root = folder / SUPERSEDED
     numbers = sorted(int(path.name) for path in root.glob("*") if path.name.isdigit()) if root.is_dir() else []
-    if numbers and not (root / str(numbers[-1]) / "config.yaml").exists():
+    if numbers and not (root / str(numbers[-1]) / CONFIG).exists():
         return root / str(numbers[-1])
     return root / str((numbers[-1] if numbers else 0) + 1)
 
@@ -86,80 +79,6 @@ def begin_attempt(folder: Path, config: TrainConfig) -> Path | None:
 
 
 def write_config(folder: Path, config: TrainConfig) -> None:
-    """The resolved config.yaml, written to a temporary name and renamed: whole or absent."""
+    """The resolved config.yaml, whole or absent."""
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / "config.yaml.tmp"
-    tmp.write_text(yaml.safe_dump(config.to_dict(), sort_keys=True))
-    tmp.replace(folder / "config.yaml")
-
-
-def _read_record(path: Path, runs: dict) -> dict | None:
-    """A run record of the same store and experiment as the runs file, else None."""
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    same_store = isinstance(record, dict) and (record.get("tracking_uri"), record.get("experiment_id")) == (
-        runs["tracking_uri"],
-        runs["experiment_id"],
-    )
-    return record if same_store and isinstance(record.get("run_id"), str) else None
-
-
-def recorded_run(folder: Path, runs: dict) -> str | None:
-    """The run id of the attempt whose files are in the cell's train folder, if recorded for
-    this store."""
-    record = _read_record(Path(folder) / RUN_RECORD, runs)
-    return record["run_id"] if record else None
-
-
-def _superseded_runs(folder: Path, runs: dict) -> list[str]:
-    """The runs of the superseded attempts, oldest first."""
-    slots = sorted((path for path in (folder / SUPERSEDED).glob("*") if path.name.isdigit()), key=lambda path: int(path.name))
-    records = (_read_record(slot / RUN_RECORD, runs) for slot in slots)
-    return [record["run_id"] for record in records if record]
-
-
-def attempt_tracker(folder: Path, config: TrainConfig, runs_file: Path, key: str) -> Tracker:
-    """The tracker of the cell's current attempt (call after `begin_attempt`, holding the
-    cell's lock): its recorded run, else the runs file's run when no earlier attempt used it,
-    else a new run; the run is recorded, set RUNNING and tagged with the attempt and the commit."""
-    folder, base = Path(folder), Tracker.from_runs_file(runs_file, key)
-    if not base.run_id:
-        return base
-    from mlflow.tracking import MlflowClient
-
-    runs = json.loads(Path(runs_file).read_text())
-    client, attempt = MlflowClient(runs["tracking_uri"]), attempt_id(config)
-    record = _read_record(folder / RUN_RECORD, runs)
-    earlier = _superseded_runs(folder, runs)
-    if record and record.get("attempt") == attempt:
-        run_id = record["run_id"]
-    elif base.run_id not in earlier:
-        run_id = base.run_id
-    else:
-        old = client.get_run(earlier[-1])
-        tags = {name: value for name, value in old.data.tags.items() if name in (KEY_TAG, "mlflow.parentRunId", "group", *run_tags(key))}
-        run_id = client.create_run(runs["experiment_id"], run_name=key, tags=tags).info.run_id
-    folder.mkdir(parents=True, exist_ok=True)
-    record = {"run_id": run_id, "attempt": attempt, "tracking_uri": runs["tracking_uri"], "experiment_id": runs["experiment_id"]}
-    (folder / RUN_RECORD).write_text(json.dumps(record, indent=2) + "\n")
-    for number, old_id in enumerate(earlier, 1):
-        _mark_superseded(client, old_id, run_id, key, number)
-    tags = {"klrl.attempt": attempt, "klrl.attempt_number": str(len(earlier) + 1), "klrl.status": "running"}
-    if commit := source_commit():
-        tags["mlflow.source.git.commit"] = commit
-    for name, value in tags.items():
-        client.set_tag(run_id, name, value)
-    client.update_run(run_id, status="RUNNING")
-    return Tracker(run_id, runs["tracking_uri"])
-
-
-def _mark_superseded(client, old_id: str, new_id: str, key: str, number: int) -> None:
-    """End a superseded attempt's run KILLED, tagged with its successor (once)."""
-    if old_id == new_id or client.get_run(old_id).data.tags.get("klrl.superseded_by"):
-        return
-    client.set_tag(old_id, "klrl.status", "superseded")
-    client.set_tag(old_id, "klrl.superseded_by", new_id)
-    client.set_terminated(old_id, "KILLED")
-    client.update_run(old_id, name=f"{key} (attempt {number}, superseded)")
+    write_atomic(folder / CONFIG, yaml.safe_dump(config.to_dict(), sort_keys=True))

@@ -1,7 +1,7 @@
 """Training state on disk: written whole or not at all, read without running any code.
 
 A checkpoint holds everything the next step depends on: the step reached, the policy weights,
-the optimizer and scheduler, the RNG states, the data position and the stale-policy queue of
+the optimizer and scheduler, the RNG states and the stale-policy queue of
 off-policy runs, all as tensors and plain values (numbers, strings, lists, dicts). It is read
 back with `torch.load(weights_only=True)`, so a crafted file (a pickle that would call a
 function on load) is refused with `UnsafeCheckpoint`, never executed.
@@ -14,7 +14,6 @@ is skipped with a warning, and the older one is used.
 
 from __future__ import annotations
 
-import os
 import pickle
 import random
 import re
@@ -22,6 +21,8 @@ import warnings
 from pathlib import Path
 
 import torch
+
+from klrl.files import write_atomic
 
 NAME = "checkpoint.pt"
 PREVIOUS = "checkpoint.prev.pt"
@@ -41,26 +42,9 @@ def save_checkpoint(folder: Path, state: dict) -> None:
     """Write `state` (tensors and plain values) as the newest checkpoint; the previous one is kept."""
     folder = Path(folder)
     path, previous = folder / NAME, folder / PREVIOUS
-    tmp = folder / (NAME + ".tmp")
     version, internal, gauss = random.getstate()
     rng = {"torch": torch.get_rng_state(), "python": {"version": version, "internal": list(internal), "gauss": gauss}}
-    with tmp.open("wb") as handle:
-        torch.save(state | {"rng": rng}, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    if path.exists():
-        path.replace(previous)
-    tmp.replace(path)
-    _sync_folder(folder)
-
-
-def _sync_folder(folder: Path) -> None:
-    """Make the renames in `folder` durable."""
-    descriptor = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+    write_atomic(path, lambda handle: torch.save(state | {"rng": rng}, handle), durable=True, previous=previous)
 
 
 def _read(path: Path) -> dict:

@@ -4,8 +4,8 @@ Run it with `python -m klrl train`, or with `torchrun --nproc_per_node W -m klrl
 W data-parallel processes (klrl.training.distributed). One process at a time may train a cell:
 the main process holds `<out>/train.lock` (klrl.folder_lock) from start to end, so a second
 command on the same folder is refused with the holder's pid and host. A cell whose status.json
-is valid (klrl.training.tracking.read_status) is finished and is not trained again, unless its
-configuration changed: then a new attempt starts, with its own MLflow run (klrl.training.attempt)."""
+is valid (klrl.training.record.read_status) is finished and is not trained again, unless its
+configuration changed: then a new attempt starts, with its own MLflow run (klrl.training.attempt, klrl.tracking.attempts)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,13 @@ import os
 from pathlib import Path
 
 from klrl.folder_lock import hold_lock
-from klrl.training.attempt import attempt_tracker, begin_attempt
+from klrl.paths import TRAIN_LOCK
+from klrl.tracking.attempts import attempt_tracker
+from klrl.tracking.runs import add_tracking_arguments, tracker_from_args
+from klrl.training.attempt import begin_attempt
 from klrl.training.checkpoint import remove_checkpoints
 from klrl.training.config import config_keys_help, load_config
-from klrl.training.tracking import add_tracking_arguments, read_status, tracker_from_args
+from klrl.training.record import read_status
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +38,7 @@ def run(args: argparse.Namespace) -> None:
 
     config = load_config(args.config, args.overrides)
     main = os.environ.get("RANK", "0") == "0"  # under torchrun, rank 0 holds the lock for all
-    lock = hold_lock(args.out / "train.lock", f"cell {args.out}") if main else contextlib.nullcontext()
+    lock = hold_lock(args.out / TRAIN_LOCK, f"cell {args.out}") if main else contextlib.nullcontext()
     with lock:
         # rank 0 alone moves files; the others wait for it in the process group's rendezvous (Trainer)
         superseded = begin_attempt(args.out, config) if main else None

@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from klrl.choices import ADVANTAGES, AGGREGATIONS, KL_OPTIONS, KLConfig
+from klrl.kl_config import KL_OPTIONS, KLConfig
 from klrl.files import read_yaml
 from klrl.typed import check_fields, field_hint, from_mapping, parse_text
 
+ADVANTAGES = ("rloo", "group-mean")  # klrl.objectives.advantages
+AGGREGATIONS = ("seq-sum", "token-mean")  # klrl.objectives.normaliser
 GENERATION_BACKENDS = ("hf", "vllm")
 PRECISIONS = ("none", "bf16")  # bf16: bfloat16 compute over float32 master weights (FSDP)
 VLLM_DTYPES = ("float32", "bfloat16", "float16")
@@ -36,13 +38,15 @@ class TrainConfig:
     train_data: str = _help("prepared train split (JSONL from `klrl prepare-data`)")
     eval_data: str = _help("prepared held-out in-domain split for the periodic evaluation")
     reward: str = _help("reward name in klrl.rewards (the task's)")
+    model: str | None = _help("the base model's name in the workflow config (informational: the tables and MLflow; None outside a grid)", None)
+    task: str | None = _help("the training task's name, its test split the in-domain evaluation (informational: the tables and MLflow; None outside a grid)", None)
     base_revision: str | None = _help("the Hub revision (branch, tag or commit) of base_model (None: the default branch)", None)
     stop_tokens: tuple[str, ...] = _help("tokens that end a completion besides the EOS and the chat template's end of turn", factory=tuple)
     max_prompt_tokens: int = _help("longest prompt accepted from the data, in tokens: a longer row is an error naming file:line", 2048)
     max_answer_chars: int = _help("longest reference answer accepted from the data, in characters", 1000)
     # the KL penalty
     kl: KLConfig = _help(
-        f"the KL penalty: name (a standard name of klrl.kl, e.g. k1-reward), beta (β) and the options {', '.join(KL_OPTIONS)} (klrl.choices.KLConfig)",
+        f"the KL penalty: name (a standard name of klrl.kl, e.g. k1-reward), beta (β) and the options {', '.join(KL_OPTIONS)} (klrl.kl_config.KLConfig)",
         factory=KLConfig,
     )
     # the policy-gradient estimator

@@ -55,6 +55,7 @@ import torch
 from tqdm import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from klrl.paths import CONFIG, FINAL, METRICS, STATUS
 from klrl.rewards import get_reward
 from klrl.schedule import lr_factor
 from klrl.tasks.data import RowLimits, read_split
@@ -63,12 +64,13 @@ from klrl.training.attempt import write_config
 from klrl.training.checkpoint import load_checkpoint, remove_checkpoints, save_checkpoint
 from klrl.training.config import TrainConfig
 from klrl.training.distributed import load_local_state, local_rows, local_state
-from klrl.training.evaluation import pass_at_1
+from klrl.training.periodic_eval import pass_at_1
 from klrl.training.prompts import PromptSchedule, encode_prompts, stop_token_ids
 from klrl.training.sampling import HFSampler, Rollout, completion_texts
 from klrl.training.seeds import seeded_generator
 from klrl.training.step import Learner
-from klrl.training.tracking import MetricsLog, Tracker, read_metrics, write_status
+from klrl.tracking.runs import Tracker
+from klrl.training.record import MetricsLog, read_metrics, write_status
 from klrl.verify_worker import grading_counts
 
 
@@ -177,7 +179,6 @@ class Trainer:
             "optimizer": self.procs.full_optimizer_state(self.policy, self.optimizer),
             "scheduler": self.scheduler.state_dict(),
             "history": history,
-            "data_position": self.schedule.position(self.step),
         }
         if self.procs.is_main:
             save_checkpoint(self.out_dir, state)
@@ -190,7 +191,7 @@ class Trainer:
         if main:
             write_config(self.out_dir, self.config)
         self._restore()
-        path = self.out_dir / "metrics.jsonl"
+        path = self.out_dir / METRICS
         old = read_metrics(path) if path.exists() else []
         accuracies = [record["rollout/accuracy"] for record in old if record["step"] < self.step and "rollout/accuracy" in record]
         self.procs.barrier()  # every process has read the log before rank 0 rewrites it
@@ -253,12 +254,12 @@ class Trainer:
         self.procs.barrier()  # final/ and status.json exist when any process returns
 
     def _save_final(self, weights: dict, status: str, reason: str) -> None:
-        final = self.out_dir / "final"
+        final = self.out_dir / FINAL
         self.policy.save_pretrained(final, state_dict=weights)
         self.tokenizer.save_pretrained(final)
         write_status(self.out_dir, status, self.step, reason)  # after final/: its presence means done
         remove_checkpoints(self.out_dir)
-        for name in ("metrics.jsonl", "status.json", "config.yaml"):
+        for name in (METRICS, STATUS, CONFIG):
             self.tracker.log_artifact(self.out_dir / name)
         if sum(path.stat().st_size for path in final.iterdir()) <= MAX_MODEL_ARTIFACT_BYTES:
             self.tracker.log_artifact(final)

@@ -1,1 +1,1 @@
-"""This project's lm-eval task definitions (YAML) and the hooks they call; see _template_yaml."""
+"""This project's lm-eval task template (_template_yaml, which every task's generated config includes) and the hooks it calls."""

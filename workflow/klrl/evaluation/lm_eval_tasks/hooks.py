@@ -1,6 +1,7 @@
 """The Python side of this project's lm-eval tasks: load a prepared split, keep every sample, grade.
 
-The task YAMLs beside this file name these functions with `!function hooks.<name>`. Grading
+The task template beside this file (`_template_yaml`, which every task's config includes) names
+these functions with `!function hooks.<name>`. Grading
 calls `klrl.rewards`, the functions RL training rewards with, so "correct" has one definition.
 """
 

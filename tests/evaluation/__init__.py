@@ -1,0 +1,1 @@
+"""Tests of klrl.evaluation, one file per module."""

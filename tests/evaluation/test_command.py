@@ -1,0 +1,96 @@
+"""klrl.evaluation.command (`klrl evaluate`): results.json and the samples, MLflow, a row named before any model loads, a diverged cell recorded."""
+
+import json
+import math
+import subprocess
+import sys
+from argparse import ArgumentParser, Namespace
+
+import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from klrl.evaluation.harness import Decoding, evaluate
+from klrl.rewards import arithmetic_reward
+from klrl.tasks.data import prepare, read_split
+
+from conftest import records
+
+
+def test_evaluate_command_writes_scores_and_per_sample_logs(tiny_base, eval_data, tmp_path):
+    out = tmp_path / "base" / "tiny" / "eval" / "results.json"
+    command = [sys.executable, "-m", "klrl", "evaluate", "--model", str(tiny_base), "--tasks", "arith", "arith-long"]
+    command += ["--data-dir", str(eval_data), "--out", str(out), "--samples", "3", "--max-new-tokens", "6", "--threads", "1"]
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(out.read_text())
+    assert summary["decoding"] == {
+        "samples": 3, "greedy": False, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 6, "chat_template": True
+    }
+    tokenizer = AutoTokenizer.from_pretrained(tiny_base)
+    for task in ("arith", "arith-long"):
+        logged = records(out.parent / "samples" / f"{task}.jsonl")
+        rows = read_split(eval_data / task / "test.jsonl")
+        assert [r["id"] for r in logged] == [row["id"] for row in rows]
+        for record, row in zip(logged, rows):
+            assert len(record["completions"]) == 3
+            assert record["rewards"] == arithmetic_reward(record["completions"], [row["answer"]] * 3)
+            assert record["prompt"] == tokenizer.apply_chat_template(
+                [{"role": "user", "content": row["prompt"]}], add_generation_prompt=True, tokenize=False
+            )
+        per_problem = [sum(r["rewards"]) / 3 for r in logged]
+        mean = sum(per_problem) / len(per_problem)
+        stderr = math.sqrt(sum((p - mean) ** 2 for p in per_problem) / (len(per_problem) - 1) / len(per_problem))
+        score = summary["tasks"][task]
+        assert score["pass@1"] == pytest.approx(mean, abs=1e-12)
+        assert score["stderr"] == pytest.approx(stderr, abs=1e-12)
+        assert (score["problems"], score["samples"]) == (12, 3)
+    assert summary["timing_s"]["overhead"] == pytest.approx(summary["timing_s"]["total"] - summary["timing_s"]["generation"])
+
+
+def test_a_malformed_dataset_row_is_named_before_any_model_loads(tiny_base, eval_data, tmp_path):
+    bad = tmp_path / "data"
+    prepare("arith", bad / "arith", seed=0, sizes={"train": 4, "test": 4})
+    lines = (bad / "arith" / "test.jsonl").read_text().splitlines()
+    lines[2] = lines[2].replace('"answer"', '"answr"')
+    (bad / "arith" / "test.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"test\.jsonl:3: field 'answer'"):
+        evaluate(str(tiny_base), ["arith"], bad, Decoding(samples=1))
+
+
+def test_scores_and_files_reach_the_cells_mlflow_run(tiny_base, eval_data, tmp_path, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    from klrl.evaluation.command import add_arguments, run
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = MlflowClient()
+    mlflow_run = client.create_run(client.create_experiment("test", artifact_location=(tmp_path / "artifacts").as_uri()))
+    out = tmp_path / "eval" / "results.json"
+    parser = ArgumentParser()
+    add_arguments(parser)  # the verb's own parser: its defaults for every option not given here
+    args = parser.parse_args(
+        ["--model", str(tiny_base), "--tasks", "arith", "--data-dir", str(eval_data), "--out", str(out), "--samples", "2",
+         "--max-new-tokens", "4", "--mlflow-run-id", mlflow_run.info.run_id]
+    )  # fmt: skip
+    run(args)
+    metrics = client.get_run(mlflow_run.info.run_id).data.metrics
+    assert metrics["final_eval/arith/pass_at_1"] == json.loads(out.read_text())["tasks"]["arith"]["pass@1"]
+    artifacts = {a.path for a in client.list_artifacts(mlflow_run.info.run_id, "eval")}
+    assert artifacts == {"eval/results.json", "eval/samples"}
+
+
+def test_a_cell_that_diverged_to_nan_weights_is_recorded_not_evaluated(tiny_base, eval_data, tmp_path):
+    from klrl.evaluation.command import run
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_base)
+    model.lm_head.weight.data[0, 0] = float("nan")
+    model.save_pretrained(tmp_path / "final")
+    status = tmp_path / "status.json"
+    status.write_text(json.dumps({"status": "diverged", "step": 3, "reason": "non-finite loss or gradient at step 3"}))
+    out = tmp_path / "eval" / "results.json"
+    args = Namespace(model=str(tmp_path / "final"), train_status=status, out=out)
+    run(args)
+    summary = json.loads(out.read_text())
+    assert summary["tasks"] == {}
+    assert summary["train_status"]["status"] == "diverged"
+    assert summary["skipped"] == "non-finite weights"

@@ -1,0 +1,1 @@
+"""Tests of klrl.models, one file per module."""

@@ -1,0 +1,1 @@
+"""Tests of klrl.tasks, one file per module."""

@@ -1,0 +1,1 @@
+"""Tests of klrl.toy, one file per module."""

@@ -1,0 +1,1 @@
+"""Tests of klrl.tracking, one file per module."""

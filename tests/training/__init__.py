@@ -1,0 +1,1 @@
+"""Tests of klrl.training, one file per module."""

@@ -1,0 +1,107 @@
+"""The gradient the trainer applies equals that of the loss written out by hand, independently of
+klrl.kl / klrl.objectives / klrl.loss: every KL configuration, on- and off-policy, tiny model."""
+
+import pytest
+import torch
+
+from klrl.estimators import STANDARD_CONFIGS
+from klrl.training import trainer as trainer_module
+from klrl.training.sampling import completion_texts
+from klrl.training.scoring import completion_logits, token_logp
+from klrl.training.trainer import Trainer
+
+from conftest import tiny_config
+
+BETA = 0.5
+
+
+def _parity_reward(completions, references):
+    return [float(len(text) % 2) for text in completions]
+
+
+def hand_written_loss(name, logp, ref, mu, rewards, mask, group, advantage, aggregation, ratio_clamp):
+    """The paper's objective for one batch, term by term, in float64. mu is None on-policy
+    (then the importance weights are πθ/stopgrad(πθ): 1 with the gradient of log πθ)."""
+    logp, ref, mask, rewards = logp.double(), ref.double(), mask.double(), rewards.double()
+    q = logp.detach() if mu is None else mu.double()
+    delta = logp - ref
+    parts = name.split("-") if name != "none" else ["k1", "none"]
+    estimator, placement = parts[0], parts[1]
+    correction = parts[2] if len(parts) == 3 else None
+    k = {"k1": delta, "k2": 0.5 * delta**2, "k3": torch.exp(-delta) - 1 + delta}[estimator] * mask
+    log_w = (logp - q) * mask  # log πθ/μ per token
+    penalty = torch.zeros_like(rewards)
+    kl_tokens = torch.zeros_like(logp)
+    if correction is None:
+        if placement in ("reward", "both"):
+            penalty = BETA * k.detach().sum(-1)
+        if placement in ("loss", "both"):
+            kl_tokens = BETA * k
+    elif correction == "tokis":
+        kl_tokens = BETA * k * torch.exp(log_w)
+    elif correction == "seqis":
+        kl_tokens = BETA * k.detach() * torch.exp(log_w.sum(-1, keepdim=True))
+    elif correction == "prefixis":
+        kl_tokens = BETA * k.detach() * torch.exp(log_w.cumsum(-1))
+    shaped = (rewards - penalty).reshape(-1, group)
+    if advantage == "rloo":
+        baseline = (shaped.sum(-1, keepdim=True) - shaped) / (group - 1)
+    else:
+        baseline = shaped.mean(-1, keepdim=True)
+    adv = (shaped - baseline).reshape(-1, 1)
+    ratio = torch.exp(logp - q)
+    if ratio_clamp is not None:
+        ratio = torch.minimum(ratio, torch.full_like(ratio, ratio_clamp))
+    total = ((-ratio * adv + kl_tokens) * mask).sum()
+    return total / (mask.shape[0] if aggregation == "seq-sum" else mask.sum())
+
+
+@pytest.mark.parametrize("mode", ["on", "off"])
+@pytest.mark.parametrize("name", STANDARD_CONFIGS)
+def test_the_applied_gradient_is_the_hand_written_loss(tiny_base, arith_data, tmp_path, monkeypatch, name, mode):
+    monkeypatch.setattr(trainer_module, "get_reward", lambda _: _parity_reward)
+    off = mode == "off"
+    settings = {  # off-policy: the paper's choices, micro-batches of 5 rows (the last one of 1)
+        "advantage": "group-mean" if off else "rloo",
+        "loss_aggregation": "token-mean" if off else "seq-sum",
+        "ratio_clamp": 1.02 if off else None,
+        "micro_batch_size": 5 if off else None,
+    }
+    config = tiny_config(
+        tiny_base, arith_data, name, 0.0 if name == "none" else BETA, reward="parity", async_lag=int(off), steps=3, lr=0.05, grad_clip=1e9, **settings
+    )
+    trainer = Trainer(config, tmp_path)
+    torch.manual_seed(0)  # a policy away from the reference, so that every KL term is non-zero
+    trainer.policy.load_state_dict({k: v + 0.05 * torch.randn_like(v) for k, v in trainer.policy.state_dict().items()})
+    if off:  # one step, so that μ = θ0 lags the learner's θ1
+        trainer.train_step()
+        trainer.step = 1
+    rollout, group = trainer.rollout(trainer.schedule.batch(trainer.step))
+    rewards = torch.tensor(_parity_reward(completion_texts(trainer.tokenizer, rollout), None))
+    mask = rollout.completion_mask.float()
+    assert 0 < mask.sum() < mask.numel()  # some completions end at EOS: padding is in play
+
+    trainer.policy.train()
+    params = list(trainer.policy.parameters())
+    logp = token_logp(completion_logits(trainer.policy, rollout), rollout.completion_ids)
+    with torch.no_grad():
+        ref = token_logp(completion_logits(trainer.reference, rollout), rollout.completion_ids)
+        mu = token_logp(completion_logits(trainer.behaviour, rollout), rollout.completion_ids) if off else None
+    if off:
+        assert (logp.detach() - mu).abs().max() > 1e-3
+    loss = hand_written_loss(name, logp, ref, mu, rewards, mask, 4, settings["advantage"], settings["loss_aggregation"], settings["ratio_clamp"])
+    expected = torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, params)])
+
+    applied = {}
+    original_step = trainer.optimizer.step
+
+    def capture(*args, **kwargs):
+        applied["grad"] = torch.cat([p.grad.reshape(-1) for p in params])
+        return original_step(*args, **kwargs)
+
+    monkeypatch.setattr(trainer.optimizer, "step", capture)
+    record = trainer.learner.learn(rollout, rewards, trainer.step)
+    assert expected.norm() > 1e-3
+    gap = (applied["grad"].double() - expected).norm() / expected.norm()
+    assert gap < 1e-5, gap
+    assert record["loss/total"] == pytest.approx(loss.item(), rel=1e-5, abs=1e-7)

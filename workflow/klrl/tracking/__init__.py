@@ -1,0 +1,4 @@
+"""MLflow, the mirror of a grid's files: its experiment and runs (`klrl track-grid`), the run a job
+logs into, each cell attempt's run, the figures attached (`klrl track-files`), and runs that
+killed jobs left RUNNING ended by what the files say (`klrl track-reconcile`). Nothing here is
+read back by aggregation: the files under results/<experiment>/ are the record."""

@@ -1,0 +1,155 @@
+"""The MLflow run a job logs into, and what names a run: its key tag, its tags, the code's commit.
+
+`Tracker` is MLflow when a run id is given and a no-op otherwise; a job finds its run in the
+grid's runs file (`klrl track-grid` writes it: `read_runs_file`), and a cell's jobs log into the
+run of the cell's current attempt (klrl.tracking.attempts), recorded in its train folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from klrl.grid import parse_cell_id
+
+KEY_TAG = "klrl.key"  # the tag naming a run's cell id, base/<model> or grid
+
+
+def read_runs_file(path: Path) -> dict:
+    """A grid's runs file: {tracking_uri (None: tracking off), experiment_id, runs: key → run id}."""
+    return json.loads(Path(path).read_text())
+
+
+def source_commit() -> str | None:
+    """The git commit of the klrl code that runs (None outside a git checkout or without git)."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def run_tags(key: str) -> dict[str, str]:
+    """Tags of a cell's run (from its id) or of a base model's run (`base/<model>`).
+
+    >>> run_tags("base/tiny")
+    {'model': 'tiny', 'kl': 'base'}
+    """
+    if key.startswith("base/"):
+        return {"model": key.removeprefix("base/"), "kl": "base"}
+    return {name: str(value) for name, value in parse_cell_id(key).items()}
+
+
+
+class Tracker:
+    """MLflow logging into an existing run (the workflow creates it), or nothing at all."""
+
+    def __init__(self, run_id: str | None = None, tracking_uri: str | None = None) -> None:
+        self.run_id = run_id
+        self.tracking_uri = tracking_uri
+        self._client = None
+        if run_id:
+            from mlflow.tracking import MlflowClient
+
+            self._client = MlflowClient(tracking_uri)
+
+    @classmethod
+    def from_runs_file(cls, path: Path, key: str) -> Tracker:
+        """The run `key` (a cell id, or `base/<model>`) of a grid's runs file (`klrl track-grid`);
+        a no-op tracker when the file says tracking is off."""
+        runs = read_runs_file(path)
+        if not runs["tracking_uri"]:
+            return cls()
+        if key not in runs["runs"]:
+            raise ValueError(f"{path}: no MLflow run for {key!r}; re-run `klrl track-grid` (the grid changed?)")
+        return cls(runs["runs"][key], runs["tracking_uri"])
+
+    def log_params(self, params: dict) -> None:
+        if self._client:
+            from mlflow.entities import Param
+
+            self._client.log_batch(self.run_id, params=[Param(key, str(value)) for key, value in params.items()])
+
+    def log_metrics(self, metrics: dict, step: int) -> None:
+        if self._client:
+            from mlflow.entities import Metric
+
+            finite = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+            now_ms = int(time.time() * 1000)  # the wall time of logging: MLflow's charts by time read it
+            batch = [Metric(key.replace("@", "_at_"), value, now_ms, step) for key, value in finite.items()]
+            self._client.log_batch(self.run_id, metrics=batch)
+
+    @contextmanager
+    def system_metrics(self, interval_s: float = 10.0):
+        """MLflow's system metrics of this machine (`system/cpu_utilization_percentage`, memory,
+        disk, network and, with pynvml, GPU) every `interval_s` seconds while the block runs, into
+        this run; nothing when tracking is off. The sampling thread stops by itself when the run
+        is no longer RUNNING, so the run is set RUNNING first (a job runs in it)."""
+        if not self._client:
+            yield
+            return
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+        self._client.update_run(self.run_id, status="RUNNING")
+        monitor = SystemMetricsMonitor(self.run_id, sampling_interval=interval_s, resume_logging=True, tracking_uri=self.tracking_uri)
+        monitor.start()
+        try:
+            yield
+        finally:
+            monitor.finish()
+
+    def set_tag(self, key: str, value: str) -> None:
+        if self._client:
+            self._client.set_tag(self.run_id, key, value)
+
+    def finish(self, status: str = "completed", reason: str = "") -> None:
+        """End the run: FINISHED, tagged `klrl.status` (completed or diverged) and, when
+        diverged, `klrl.diverged_reason` (a diverged cell is a result, not a failure); later
+        jobs may still log into it."""
+        if self._client:
+            finish_run(self._client, self.run_id, status, reason)
+
+    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        """A file, or a folder and everything in it, under `artifact_path` in the run."""
+        if self._client:
+            if Path(path).is_dir():
+                folder = f"{artifact_path}/{Path(path).name}" if artifact_path else Path(path).name
+                self._client.log_artifacts(self.run_id, str(path), folder)
+            else:
+                self._client.log_artifact(self.run_id, str(path), artifact_path)
+
+
+def add_tracking_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mlflow-run-id", help="log into this MLflow run (MLFLOW_TRACKING_URI names the store)")
+    parser.add_argument("--mlflow-runs", type=Path, help="a grid's runs file (klrl track-grid); with --mlflow-key")
+    parser.add_argument("--mlflow-key", help="this job's run in --mlflow-runs: a cell id or base/<model>")
+
+
+def tracker_from_args(args: argparse.Namespace, cell_folder: Path | None = None) -> Tracker:
+    """The tracker the tracking arguments name; tracking is off without any. With a cell's
+    train folder, the run of its current attempt when the folder records one
+    (klrl.tracking.attempts), else the runs file's."""
+    if args.mlflow_runs:
+        if not args.mlflow_key:
+            raise ValueError("--mlflow-runs needs --mlflow-key (the cell id, or base/<model>)")
+        tracker = Tracker.from_runs_file(args.mlflow_runs, args.mlflow_key)
+        if cell_folder is not None and tracker.run_id:
+            from klrl.tracking.attempts import recorded_run
+
+            tracker.run_id = recorded_run(cell_folder, read_runs_file(args.mlflow_runs)) or tracker.run_id
+        return tracker
+    return Tracker(args.mlflow_run_id)
+
+
+def finish_run(client, run_id: str, status: str, reason: str = "") -> None:
+    """A cell's run ended by its status.json's status: FINISHED with `klrl.status`, and the
+    reason of a divergence as `klrl.diverged_reason`."""
+    client.set_tag(run_id, "klrl.status", status)
+    if reason:
+        client.set_tag(run_id, "klrl.diverged_reason", reason)
+    client.set_terminated(run_id, "FINISHED")
