@@ -35,7 +35,7 @@ def build_base(model: str, out: Path) -> Path:
         from klrl.models.smollm2 import convert_smollm2
 
         return convert_smollm2(folder)
-    pretrain_tiny(folder, TinyConfig(steps=1, warmup=0), log_every=0)
+    pretrain_tiny(folder, TinyConfig(steps=1, warmup=0, floor={}), log_every=0)  # untrained: no floor
     return folder
 
 

@@ -147,7 +147,7 @@ def test_a_model_declared_in_a_config_gets_its_cells_and_no_build_job(tiny_base,
     result = snakemake(folder, "-n", "-p", "--configfile", "config/mine.yaml")
     assert result.returncode == 0, result.stderr[-3000:]
     counts = job_counts(result.stdout)
-    assert "pretrain_base" not in counts and counts["train"] == len(cells)
+    assert "build_base" not in counts and counts["train"] == len(cells)
     assert f"--model {tiny_base} " in " ".join(result.stdout.split()) and "--stop-tokens z" in result.stdout  # evaluate_base
 
 

@@ -96,7 +96,7 @@ def test_every_cluster_job_got_its_configured_resources(cluster, slurm_run):
     assert set(jobs["State"]) == {"COMPLETED"} and set(jobs["Account"]) == {"klrl"}
     cells = expand_grid(CONFIG)
     assert sorted(jobs["rule"]) == sorted(
-        ["train"] * len(cells) + ["evaluate"] * len(cells) + ["evaluate_base", "pretrain_base", "toy_bias"] + ["prepare_data"] * 2
+        ["train"] * len(cells) + ["evaluate"] * len(cells) + ["evaluate_base", "build_base", "toy_bias"] + ["prepare_data"] * 2
     )
     assert not LOCAL_RULES & set(jobs["rule"])
     train, evaluate = job_resources(CONFIG, "tiny"), eval_job_resources(CONFIG, "tiny")
@@ -105,7 +105,7 @@ def test_every_cluster_job_got_its_configured_resources(cluster, slurm_run):
         "train": ("gpu", train["threads"], train["mem_mb"], train["runtime"]),
         "evaluate": ("gpu", evaluate["threads"], evaluate["mem_mb"], evaluate["runtime"]),
         "evaluate_base": ("gpu", evaluate["threads"], evaluate["mem_mb"], evaluate["runtime"]),
-        "pretrain_base": ("cpu", 2, 4000, 120),  # workflow/rules/models.smk
+        "build_base": ("cpu", 1, 4000, 120),  # workflow/rules/models.smk
         "toy_bias": ("cpu", 1, defaults["mem_mb"], defaults["runtime"]),
         "prepare_data": ("cpu", 1, defaults["mem_mb"], defaults["runtime"]),
     }

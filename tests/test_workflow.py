@@ -8,6 +8,7 @@ import yaml
 from klrl.grid import GRID_KEYS, cell_id, expand_grid, parse_cell_id
 from klrl.estimators import STANDARD_CONFIGS
 from klrl.models import BUILT_MODELS
+from klrl.models.recipe import TinyConfig, recipe_hash
 from klrl.tasks import TASKS
 from klrl.training.config import (
     GENERATION_BACKENDS,
@@ -46,7 +47,7 @@ def test_the_default_grid_measures_every_claim_and_the_readme_states_its_size():
     cell = cells["tiny__k1-loss__b1__on__s1"]
     assert cell.train["async_lag"] == 0
     assert (cell.train["kl"]["name"], cell.train["kl"]["beta"], cell.train["seed"]) == ("k1-loss", 1.0, 1)
-    assert cell.train["base_model"] == "results/default/base/tiny/model"
+    assert cell.train["base_model"] == f"results/bases/tiny-{recipe_hash('tiny', {})}/model"  # the default recipe
     assert cell.train["train_data"] == "results/default/data/arith/train.jsonl"
     assert parse_cell_id(cell.id) == {"model": "tiny", "kl": "k1-loss", "beta": 1.0, "policy": "on", "lag": 0, "seed": 1}
 
@@ -91,6 +92,8 @@ def test_grid_errors_name_the_group_and_the_key():
         (lambda c: c["data"]["arith"].update(train_size=3000), "config: data.arith.train_size: 3000 exceeds the 1673 distinct arith train problems"),
         (lambda c: c.update(tracking={"uri": "sqlte:/x.db"}), "config: tracking.uri 'sqlte:/x.db': scheme 'sqlte' is not one of sqlite,"),
         (lambda c: c.update(tracking={"uri": "sqlite://results/x.db"}), "a SQLite store is sqlite:///<path>"),
+        (lambda c: c["models"]["tiny"]["pretrain"].update(mix={"math": 1.0}), "config: models.tiny.pretrain.mix: 'math' is not a task of the tiny base; its tasks: arith,"),
+        (lambda c: c["models"].update({"smollm2-135m": {"pretrain": {"steps": 3}}}), "config: models.smollm2-135m.pretrain: smollm2-135m is converted, not pretrained"),
     ],
 )
 def test_a_bad_config_stops_snakemake_before_any_job(tmp_path, edit, message):
@@ -170,6 +173,33 @@ def test_multi_gpu_cells_train_under_torchrun(tmp_path):
     assert test.returncode == 0, test.stderr[-3000:]
     commands = train_commands(test.stdout)
     assert commands and set(commands) == {"python -m klrl"}
+
+
+def test_a_base_is_built_once_per_recipe_and_read_by_every_config_with_it(tmp_path):
+    """The tiny base of config/test.yaml goes to results/bases/tiny-<hash>/; once it is there,
+    another config with the same recipe (spelled otherwise) plans no build and trains from that
+    folder, and a changed recipe plans a build into another folder, and every cell again."""
+    folder = copy_workflow(tmp_path)
+    first = load_config("test")
+    recipe = first["models"]["tiny"]["pretrain"]
+    base = f"results/bases/tiny-{recipe_hash('tiny', recipe)}/model"
+    dry = snakemake(folder, "-n", "--configfile", "config/test.yaml")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert job_counts(dry.stdout)["build_base"] == 1 and f"{base}/config.json" in dry.stdout
+    (folder / base).mkdir(parents=True)
+    (folder / base / "config.json").write_text("{}")  # as the first config's run leaves it
+    same = dict(first, experiment="same-recipe", models={"tiny": {"pretrain": recipe | {"seed": TinyConfig().seed, "lr": TinyConfig().lr}}})
+    changed = dict(first, experiment="new-recipe", models={"tiny": {"pretrain": recipe | {"steps": recipe["steps"] + 1}}})
+    for config in (same, changed):
+        (folder / f"{config['experiment']}.yaml").write_text(yaml.safe_dump(config))
+    dry = snakemake(folder, "-n", "-p", "--configfile", "same-recipe.yaml")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert "build_base" not in job_counts(dry.stdout) and job_counts(dry.stdout)["train"] == 2
+    assert f'"base_model": "{base}"' in dry.stdout
+    dry = snakemake(folder, "-n", "--configfile", "new-recipe.yaml")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    other = f"results/bases/tiny-{recipe_hash('tiny', changed['models']['tiny']['pretrain'])}/model/config.json"
+    assert job_counts(dry.stdout)["build_base"] == 1 and job_counts(dry.stdout)["train"] == 2 and other in dry.stdout
 
 
 def test_the_workflow_lints_clean(tmp_path):

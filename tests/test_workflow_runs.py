@@ -157,7 +157,7 @@ def test_a_hub_model_declared_in_a_config_runs_a_cell_without_code_changes(tmp_p
     assert result.returncode == 0, result.stderr[-3000:]
     settings = json.loads((folder / "results" / "hub-model" / "cells" / cell / "train" / "settings.json").read_text())
     assert (settings["base_model"], settings["stop_tokens"]) == (str(tiny_base), ["z"])
-    assert not (folder / "results" / "hub-model" / "base" / "my-hub-model" / "model").exists()  # loaded, not built
+    assert not list((folder / "results" / "bases").glob("my-hub-model*"))  # loaded, not built
     samples = records(folder / "results" / "hub-model" / "cells" / cell / "eval" / "samples" / "arith.jsonl")
     completions = [text for record in samples for text in record["completions"]]
     assert all("z" not in text[:-1] for text in completions)  # "z" ends a completion ...
@@ -181,7 +181,8 @@ def test_staleness_is_a_grid_axis():
 @pytest.mark.slow
 def test_two_configs_in_one_checkout_keep_their_own_trees_and_leave_tracked_files_alone(ci_run):
     """After config/test.yaml (ci_run), a second config runs in the same checkout: both result
-    trees stay whole, and no tracked file changes (figures go under results/<experiment>/)."""
+    trees stay whole, no tracked file changes (figures go under results/<experiment>/), and the
+    second config, whose base recipe is the first's, trains from the base the first built."""
     subprocess.run(["git", "init", "-q"], cwd=ci_run, check=True)
     (ci_run / ".gitignore").write_text((ROOT / ".gitignore").read_text())
     subprocess.run(["git", "add", "-A"], cwd=ci_run, check=True)
@@ -195,8 +196,13 @@ def test_two_configs_in_one_checkout_keep_their_own_trees_and_leave_tracked_file
     (ci_run / "config" / "other.yaml").write_text(yaml.safe_dump(other))
     subprocess.run(["git", "add", "config/other.yaml"], cwd=ci_run, check=True)
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "other"], cwd=ci_run, check=True)
+    (base,) = (ci_run / "results" / "bases").iterdir()
+    built = (base / "model" / "model.safetensors").stat().st_mtime_ns
     result = snakemake(ci_run, "--cores", "2", "--configfile", "config/other.yaml")
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "build_base" not in job_counts(result.stdout + result.stderr) and job_counts(result.stdout + result.stderr)["train"] == 1
+    assert [path.name for path in (ci_run / "results" / "bases").iterdir()] == [base.name]
+    assert (base / "model" / "model.safetensors").stat().st_mtime_ns == built
     assert {path: path.read_bytes() for path in (ci_run / CI_OUT).rglob("*.csv")} == before
     assert (ci_run / "results" / "ci-other" / "tables" / "main.csv").is_file()
     assert len((ci_run / "results" / "ci-other" / "data" / "arith" / "train.jsonl").read_text().splitlines()) == 32

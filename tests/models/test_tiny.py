@@ -104,3 +104,50 @@ def test_batches_fit_the_token_budget_and_label_only_the_answers():
                 a, b = map(int, problem.split(op))
                 right = str(a + b if op == "+" else a - b)
                 assert (answer == f"{BOXED}{right}}}{END}") == (step < 2)
+
+
+def test_the_build_records_its_recipe_competence_and_weights(folder):
+    from klrl.files import sha256_file
+    from klrl.models.recipe import recipe_hash
+
+    report = json.loads((folder / "klrl_pretrain.json").read_text())
+    assert report["recipe_hash"] == recipe_hash("tiny", report["config"]) == recipe_hash("tiny", TinyConfig(steps=4, **SMALL).__dict__)
+    assert report["weights_sha256"] == sha256_file(folder / "model.safetensors")
+    assert set(report["competence"]) == set(report["config"]["check_tasks"])
+    for score in report["competence"].values():
+        assert set(score) == {"greedy", "t1", "problems", "samples"}
+        assert (score["problems"], score["samples"]) == (SMALL["check_problems"], 4)
+
+
+def test_a_build_below_its_floor_fails_in_one_line_and_keeps_the_model(tmp_path):
+    out = tmp_path / "model"
+    config = TinyConfig(steps=2, **SMALL | {"floor": {"arith/greedy": 0.5, "arith-long/t1": 0.0}})
+    with pytest.raises(ValueError) as caught:
+        pretrain_tiny(out, config, log_every=0)
+    kept = tmp_path / "model.below-floor"
+    assert str(caught.value) == f"tiny base below its recipe's floor: arith/greedy 0.000 < 0.500; the model is kept in {kept}"
+    assert not out.exists() and AutoModelForCausalLM.from_pretrained(kept).config.model_type == "llama"
+    report = json.loads((kept / "klrl_pretrain.json").read_text())
+    assert report["below_floor"] == ["arith/greedy 0.000 < 0.500"] and report["competence"]["arith"]["greedy"] == 0.0
+
+
+def test_the_competence_check_scores_what_klrl_evaluate_scores(talkative_base, tmp_path, monkeypatch):
+    """Greedy, the build's check and lm-eval score the same held-out problems the same: the
+    random-weight model's varied completions, graded by a planted reward that some earn, give
+    a number that is neither 0 nor 1 and equal in both."""
+    from klrl import rewards
+    from klrl.evaluation.harness import Decoding, evaluate, lm_eval_task_name
+    from klrl.models.competence import MAX_NEW_TOKENS, measure_competence
+    from klrl.tasks.data import prepare
+
+    monkeypatch.setitem(rewards.REWARDS, "arithmetic", lambda completions, references: [float(len(text) % 2 == 0) for text in completions])
+    tasks = ["arith", "arith-long"]
+    config = TinyConfig(check_tasks=tasks, check_problems=12, check_samples=2, floor={})
+    model = AutoModelForCausalLM.from_pretrained(talkative_base).eval()
+    competence = measure_competence(model, AutoTokenizer.from_pretrained(talkative_base), config)
+    for task in tasks:
+        prepare(task, tmp_path / task, seed=0, sizes={"train": 4, "test": 12})
+    results, _ = evaluate(str(talkative_base), tasks, tmp_path, Decoding(samples=1, greedy=True, max_new_tokens=MAX_NEW_TOKENS))
+    for task in tasks:
+        theirs = results["results"][lm_eval_task_name(task)]["pass@1,all-samples"]
+        assert 0 < competence[task]["greedy"] == round(theirs, 4) < 1

@@ -4,10 +4,10 @@
 relevant violation as `config: <where>: <what>`, with the allowed keys or values, never the
 schema or the config itself; then the checks across sections that a schema cannot express:
 every task a group trains or evaluates on can be prepared from `data:` (a generated task needs
-its split sizes there), and the tracking URI is one MLflow can open. Before any of it, the
-schema's lists of KL configurations and tasks must be the code's registries
-(`klrl.estimators.STANDARD_CONFIGS`, `klrl.tasks.TASKS`): a name added to one and not the other
-stops the workflow, naming it.
+its split sizes there), a built model's recipe can be built, and the tracking URI is one MLflow
+can open. Before any of it, the schema's lists of KL configurations and tasks must be the code's
+registries (`klrl.estimators.STANDARD_CONFIGS`, `klrl.tasks.TASKS`): a name added to one and not
+the other stops the workflow, naming it.
 """
 
 from __future__ import annotations
@@ -75,6 +75,21 @@ def task_problems(config: dict) -> list[str]:
     return problems
 
 
+def recipe_problems(config: dict) -> list[str]:
+    """Recipes of built models that no build could follow (klrl.models.recipe)."""
+    from klrl.models import BUILT_MODELS
+    from klrl.models.recipe import recipe
+
+    problems = []
+    for name, spec in (config.get("models") or {}).items():
+        if name in BUILT_MODELS and "hub" not in spec:
+            try:
+                recipe(name, spec.get("pretrain"))
+            except ValueError as error:
+                problems.append(str(error) if str(error).startswith("models.") else f"models.{name}.pretrain.{error}")
+    return problems
+
+
 def tracking_uri_problem(uri: str) -> str:
     """Why MLflow could not use `uri` as a tracking store ('' when it can)."""
     parsed = urlparse(uri)
@@ -108,7 +123,7 @@ def check_config(config: dict, schema_path: Path) -> None:
     problem = schema_problem(config, schema)
     if problem:
         raise ValueError(f"config: {problem}")
-    problems = task_problems(config)
+    problems = task_problems(config) + recipe_problems(config)
     tracking = config.get("tracking") or {}
     if tracking.get("enabled", True) and "uri" in tracking:
         problems.append(tracking_uri_problem(tracking["uri"]))

@@ -38,7 +38,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from klrl.models import get_base_model
+from klrl.models import built_folder, get_base_model
 from klrl.tasks import get_task
 from klrl.kl_config import KL_OPTIONS
 from klrl.paths import Layout
@@ -80,10 +80,10 @@ def parse_cell_id(text: str) -> dict:
 
 
 def model_path(model: str, config: dict) -> str:
-    """Where a base model is loaded from: its folder under the config's results/<experiment>/base,
-    or its Hub id (or local folder)."""
+    """Where a base model is loaded from: the folder its recipe is built into (results/bases/,
+    shared by every config with that recipe: klrl.models.built_folder), or its Hub id (or local folder)."""
     base = get_base_model(model, config.get("models"))
-    return base.hub_id if base.build == "hub" else str(Layout.of(config).base_model(model))
+    return base.hub_id if base.build == "hub" else str(built_folder(model, config.get("models")))
 
 
 JOB_DEFAULTS = {"threads": 1, "mem_mb": 4000, "runtime": 60, "gpus": 0}

@@ -5,9 +5,10 @@ aggregation, evaluation, tracking) both ask `Layout`; a rule's path template is 
 with a wildcard, `LAYOUT.status("{cell}")`. The names of the files in one cell's train folder
 and in an evaluation folder are the constants below.
 
+    results/bases/<model>-<recipe hash>/model/          a base model built here, shared by every
+                                                        config with that recipe (klrl.models.recipe)
     results/<experiment>/
       data/<task>/{train,test}.jsonl, manifest.json      prepared data (klrl.tasks.data)
-      base/<model>/model/                                 a base model built here
       base/<model>/eval/results.json, samples/<task>.jsonl
       cells/<cell>/train/                                 settings.json, config.yaml, metrics.jsonl, status.json, final/, ...
       cells/<cell>/eval/results.json, samples/<task>.jsonl
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RESULTS = Path("results")
+BASES = RESULTS / "bases"  # built base models, one folder per recipe, shared by every config (klrl.models.recipe)
 
 # A cell's train folder
 SETTINGS = "settings.json"  # the cell's resolved TrainConfig, written by the workflow for the train job
@@ -62,9 +64,6 @@ class Layout:
 
     def split(self, task: str, split: str) -> Path:
         return self.data(task) / f"{split}.jsonl"
-
-    def base_model(self, model: str) -> Path:
-        return self.root / "base" / model / "model"
 
     def base_eval(self, model: str) -> Path:
         return self.root / "base" / model / "eval" / EVAL_RESULTS

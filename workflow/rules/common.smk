@@ -17,11 +17,11 @@ from klrl.grid import (
     train_launcher,
     used_tasks,
 )
-from klrl.models import get_base_model
-from klrl.paths import Layout
+from klrl.models import BUILT_MODELS, get_base_model
+from klrl.models.recipe import build_arguments, recipe_hash
+from klrl.paths import BASES, Layout
 
 LAYOUT = Layout.of(config)
-OUT = str(LAYOUT.root)  # the same root as text, for models.smk's rules
 CELLS = expand_grid(config)
 BASE_TASKS = base_eval_tasks(CELLS)
 TASKS = used_tasks(CELLS)
@@ -36,10 +36,23 @@ wildcard_constraints:
 
 
 def base_model_input(model):
-    """The built base model's config.json, or nothing for a Hub model (downloaded by the job)."""
+    """The built base model's config.json (in the folder of its recipe, results/bases/), or
+    nothing for a Hub model (downloaded by the job)."""
     if get_base_model(model, config.get("models")).build == "hub":
         return []
-    return str(LAYOUT.base_model(model) / "config.json")
+    return f"{model_path(model, config)}/config.json"
+
+
+def build_options(wildcards):
+    """The build verb's options for this config's recipe of the model; a folder whose hash is
+    not that recipe's is refused (it would hold another recipe's model)."""
+    options = config.get("models", {}).get(wildcards.model, {}).get("pretrain")
+    expected = recipe_hash(wildcards.model, options)
+    if wildcards.recipe != expected:
+        raise ValueError(
+            f"{BASES}/{wildcards.model}-{wildcards.recipe}: not the recipe of this config's {wildcards.model} ({wildcards.model}-{expected})"
+        )
+    return " ".join(shlex.quote(argument) for argument in build_arguments(wildcards.model, options))
 
 
 def model_options(model, revision=True):
@@ -62,11 +75,6 @@ def data_options(task):
     flags |= {"instruction": "--instruction", "shots": "--shots"}
     text = {key: json.dumps(value) if key == "shots" else str(value) for key, value in options.items()}
     return " ".join(f"{flags[key]} {shlex.quote(text[key])}" for key in sorted(options))
-
-
-def pretrain_options(model):
-    options = config.get("models", {}).get(model, {}).get("pretrain", {})
-    return " ".join(f"--{key.replace('_', '-')} {value}" for key, value in sorted(options.items()))
 
 
 def evaluation_options():

