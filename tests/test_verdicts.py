@@ -10,10 +10,12 @@ import pytest
 
 from klrl.aggregate import aggregate
 from klrl.contrasts import SeedPool, contrast
+from klrl.grid import expand_grid
 from klrl.simulation import Scenario, simulate_grid
 from klrl.verdicts import CLAIMS, verdict
 
 from conftest import write_cell_settings
+from workflow_helpers import load_config
 
 CLAIM = {claim.name: claim for claim in CLAIMS}
 GRIDS = 200
@@ -77,6 +79,23 @@ def test_contrast_standard_error_is_the_seed_spread_when_problems_add_nothing():
 
 
 PROBLEMS = [f"arith-test-{i:05d}" for i in range(150)]
+
+
+def test_the_default_grid_holds_every_claims_decisive_comparison(tmp_path):
+    """Every cell of config/config.yaml evaluated (random scores): each claim gets a verdict row,
+    none is "not in this grid"; the growth claims compare the grid's smallest and largest β and lag."""
+    root, rng = tmp_path / "results", np.random.default_rng(0)
+    cells = expand_grid(load_config("config")).values()
+    for cell in cells:
+        write_cell_settings(root, cell.id, kl=cell.kl, beta=cell.beta, seed=cell.seed, lag=cell.train["async_lag"])
+        (root / "cells" / cell.id / "train" / "status.json").write_text(json.dumps({"status": "completed", "step": 40}))
+        _write_eval(root / "cells" / cell.id / "eval", {task: rng.uniform(0, 1, 150) for task in cell.eval_tasks})
+    _write_eval(root / "base" / "tiny" / "eval", {task: rng.uniform(0, 1, 150) for task in ("arith", "arith-long", "arith-spoken")})
+    aggregate([cell.id for cell in cells], root / "tables", root=root)
+    claims = pd.read_csv(root / "tables" / "claims.csv")
+    assert set(claims["claim"]) == set(CLAIM) and "not in this grid" not in set(claims["verdict"])
+    growth = claims.set_index("claim")
+    assert growth.loc["k1-loss-worsens-with-beta", "beta"] == "0.1→1" and growth.loc["k1-loss-degrades-with-lag", "lag"] == "4→16"
 
 
 def _write_cell(root: Path, kl: str, beta: float, lag: int, seed: int, per_task: dict[str, np.ndarray]) -> str:

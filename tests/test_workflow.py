@@ -38,12 +38,14 @@ def test_the_default_grid_measures_every_claim_and_the_readme_states_its_size():
     readme = (ROOT / "README.md").read_text()
     assert re.search(r"trains (\d+) cells", readme)[1] == str(len(cells))
     assert re.search(r"\| `config/config.yaml` \| `default` \| the default: tiny base, (\d+) cells", readme)[1] == str(len(cells))
-    assert sum(cell.kl == "none" for cell in cells.values()) == 4  # once per policy mode and seed, at β 0
+    assert sum(cell.kl == "none" for cell in cells.values()) == 6  # once per policy mode (and lag) and seed, at β 0
     on = {cell.kl for cell in cells.values() if cell.policy == "on"}
     assert on == {"none", "k1-reward", "k1-loss", "k2-loss", "k3-reward", "k3-loss", "k1-both", "k3-both"}
     off = [cell for cell in cells.values() if cell.policy == "off"]
     assert {cell.kl for cell in off} == {"none", "k1-reward", "k1-loss", "k3-reward", "k3-loss", "k1-reward-prefixis"}
-    assert all(cell.train["async_lag"] == 4 and cell.train["advantage"] == "group-mean" for cell in off)
+    assert all(cell.train["advantage"] == "group-mean" for cell in off)
+    lags = {lag: {cell.kl for cell in off if cell.train["async_lag"] == lag} for lag in (4, 16)}
+    assert lags[16] == {"none", "k1-reward", "k1-loss"} and len(lags[4]) == 6 and len(off) == 2 * (6 + 3)
     cell = cells["tiny__k1-loss__b1__on__s1"]
     assert cell.train["async_lag"] == 0
     assert (cell.train["kl"]["name"], cell.train["kl"]["beta"], cell.train["seed"]) == ("k1-loss", 1.0, 1)
