@@ -58,6 +58,18 @@ def machine() -> str:
     return f"{model}, {os.cpu_count()} cores, torch {torch.__version__}, {time.strftime('%Y-%m-%d %H:%M')}, load average {load}"
 
 
+def verdict(target: str, figure: str, met: bool | None) -> str:
+    """The one line `make bench` collects per target: `verdict: <target>: <figure>: met|not met`
+    (`met` None: no verdict in this run, e.g. no baseline to compare with). Printed, and appended
+    to the file named by KLRL_BENCH_VERDICTS when set, so that one run lists every target."""
+    line = f"verdict: {target}: {figure}: " + {True: "met", False: "NOT MET", None: "no verdict"}[met]
+    print(line, flush=True)
+    if os.environ.get("KLRL_BENCH_VERDICTS"):
+        with open(os.environ["KLRL_BENCH_VERDICTS"], "a") as handle:
+            handle.write(f"{line} ({machine()})\n")
+    return line
+
+
 def median(values) -> float:
     return statistics.median(values)
 

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import machine, markdown_table, median
+from common import machine, markdown_table, median, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_FILES = ("Snakefile", "workflow", "config", "envs", "profiles", "paper_figures")
@@ -89,6 +89,7 @@ def main() -> None:
     print(f"snakemake -n --configfile config/paper.yaml, {args.reps} runs each, interleaved")
     print(f"machine: {machine()}\n")
     print(markdown_table(["tree", "dry run s (median)", "min s", "import klrl.grid s", "heavy modules loaded"], rows))
+    verdict("paper DAG dry run < 5 s", f"{median(times['this tree']):.2f} s", median(times["this tree"]) < 5.0)
 
 
 if __name__ == "__main__":

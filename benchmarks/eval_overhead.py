@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import machine, markdown_table, median, random_tiny
+from common import machine, markdown_table, median, random_tiny, verdict
 
 TASKS = ("arith", "arith-long", "arith-word")
 PHASES = ("import", "task_load", "model_load", "generation", "evaluate_other", "overhead")
@@ -89,6 +89,8 @@ def main() -> None:
     print(f"machine: {machine()}\n")
     keys = (*PHASES, "process")
     print(markdown_table(["", *(f"{k} s" for k in keys)], [["median", *(median([r[k] for r in runs]) for k in keys)]]))
+    overhead = median([r["overhead"] for r in runs])
+    verdict("lm-eval overhead per evaluated model < 5 s", f"{overhead:.2f} s", overhead < 5.0)
 
 
 if __name__ == "__main__":

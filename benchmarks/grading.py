@@ -20,12 +20,13 @@ import argparse
 import itertools
 import time
 
-from common import machine, markdown_table
+from common import machine, markdown_table, verdict
 
 from klrl import verify_worker
 from klrl.rewards import math_reward
 
 _FRESH = itertools.count(3)
+KILL_SLACK = 5.0  # seconds past the batch deadline for the last kill and the template warm-up
 
 
 def hostile(count: int, distinct: int) -> list[str]:
@@ -56,6 +57,9 @@ def main() -> None:
         print(markdown_table(["batch", "completions", "seconds", "timeouts", "cache hits", "zeroed at deadline"], rows[-1:]).splitlines()[-1], flush=True)
     print()
     print(markdown_table(["batch", "completions", "seconds", "timeouts", "cache hits", "zeroed at deadline"], rows))
+    slowest = max(row[2] for row in rows)
+    bound = args.deadline + KILL_SLACK
+    verdict(f"every hostile batch within the deadline + {KILL_SLACK:.0f} s ({bound:.0f} s)", f"slowest {slowest:.1f} s", slowest <= bound)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,15 @@
-"""Wall time of a grid through Snakemake at 1 and 2 cores, and what a finished run's jobs add up to.
+"""Wall time and throughput of a grid through Snakemake, and what a finished run's jobs add up to.
 
 Default: copies the workflow into fresh scratch folders (as tests/test_workflow.py does) and runs
 `snakemake --profile profiles/local --configfile config/test.yaml --cores N` for each N of
-`--cores`, timing the whole command; then, for each run, reads its job timings.
+`--cores`, timing the whole command; then, for each run, reads its job timings and prints the
+grid's cells per hour (pretraining included) and a cell's RL steps per minute (its train job's
+wall time: rollouts, scoring, updates, periodic evaluation and checkpoints).
+
+`--before REV`: also runs the same config from git revision REV's files (its own `workflow/`
+first on PYTHONPATH), before this tree at each core count, and prints whether cells per hour
+reached 2× REV's (issue 21's grid target; give `--configfile config/config.yaml` for the
+default grid, about an hour for both trees).
 
 `--summarise FOLDER [--configfile ...]`: only reads a finished run in FOLDER (e.g. the default
 grid's, too long to rerun on a shared machine). From results/<experiment>/benchmarks/**/*.tsv
@@ -12,7 +19,7 @@ aside), the time and peak memory per rule, and the critical path: the longest ch
 jobs (edges from `snakemake --dag`), i.e. the wall time no number of cores can beat. From the
 cells' metrics.jsonl it prints the median seconds of an RL step and of each of its phases.
 
-    .venv/bin/python benchmarks/grid_time.py [--cores 1 2]
+    .venv/bin/python benchmarks/grid_time.py [--cores 1 2] [--configfile config/test.yaml] [--before REV]
     .venv/bin/python benchmarks/grid_time.py --summarise path/to/finished/run --configfile config/config.yaml
 """
 
@@ -34,7 +41,7 @@ from pathlib import Path
 
 import yaml
 
-from common import machine, markdown_table
+from common import machine, markdown_table, verdict
 from klrl.paths import Layout
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,11 +49,14 @@ WORKFLOW_FILES = ("Snakefile", "workflow/rules", "workflow/schemas", "workflow/r
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 NODE = re.compile(r'^\s*(\d+)\[label = "([^"]*)"')
 EDGE = re.compile(r"^\s*(\d+) -> (\d+)")
+TARGET = 2.0  # issue 21: cells per hour against the baseline revision's
 
 
-def snakemake(folder: Path, *args: str) -> subprocess.CompletedProcess:
+def snakemake(folder: Path, *args: str, pythonpath: str | None = None) -> subprocess.CompletedProcess:
     env = os.environ | {"PATH": f"{SNAKEMAKE.parent}:{os.environ['PATH']}"}
     env.pop("MLFLOW_TRACKING_URI", None)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
     return subprocess.run([str(SNAKEMAKE), *args], cwd=folder, capture_output=True, text=True, env=env, check=False)
 
 
@@ -59,6 +69,36 @@ def copy_workflow(folder: Path) -> Path:
         elif source.exists():
             shutil.copy(source, dest)
     return folder
+
+
+def export_revision(rev: str, dest: Path) -> Path:
+    dest.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
+def timed_grid(folder: Path, configfile: str, cores: int, pythonpath: str | None = None) -> tuple[float, int]:
+    """Wall seconds of the whole grid in `folder`, and its number of cells (train jobs)."""
+    nodes, _ = dag(folder, configfile, pythonpath)
+    start = time.perf_counter()
+    out = snakemake(folder, "--profile", "profiles/local", "--configfile", configfile, "--cores", str(cores), pythonpath=pythonpath)
+    wall = time.perf_counter() - start
+    if out.returncode:
+        raise RuntimeError(f"grid failed in {folder}:\n{out.stderr[-3000:]}")
+    return wall, sum(rule == "train" for rule, _ in nodes.values())
+
+
+def steps_per_minute(out: Path) -> float | None:
+    """Median over cells of RL steps per minute of the cell's train job (its benchmark file)."""
+    rates = []
+    for metrics in sorted((out / "cells").glob("*/train/metrics.jsonl")):
+        cell = metrics.parents[1].name
+        tsv = out / "benchmarks" / "train" / f"{cell}.tsv"
+        steps = sum(1 for line in metrics.read_text().splitlines() if '"time/' in line)
+        if tsv.exists() and steps:
+            rates.append(steps / (job_cost(tsv)[0] / 60))
+    return statistics.median(rates) if rates else None
 
 
 def job_cost(tsv: Path) -> tuple[float, float]:
@@ -81,9 +121,9 @@ def step_phases(out: Path) -> dict[str, float]:
     return {phase: statistics.median(values) for phase, values in phases.items()}
 
 
-def dag(folder: Path, configfile: str) -> tuple[dict[int, tuple[str, list[str]]], list[tuple[int, int]]]:
+def dag(folder: Path, configfile: str, pythonpath: str | None = None) -> tuple[dict[int, tuple[str, list[str]]], list[tuple[int, int]]]:
     """Jobs (rule, wildcard values) and dependency edges of the run's DAG, from `snakemake --dag`."""
-    out = snakemake(folder, "--dag", "--forceall", "--configfile", configfile)
+    out = snakemake(folder, "--dag", "--forceall", "--configfile", configfile, pythonpath=pythonpath)
     if out.returncode:
         raise RuntimeError(out.stderr[-3000:])
     nodes, edges = {}, []
@@ -146,6 +186,7 @@ def summarise(folder: Path, configfile: str) -> dict:
         "path": chain,
         "jobs": len(nodes),
         "step": step_phases(out),
+        "steps_per_minute": steps_per_minute(out),
     }
 
 
@@ -177,7 +218,9 @@ def print_summary(label: str, summary: dict, wall: float | None = None) -> None:
     rules = sorted(summary["per_rule"], key=lambda rule: -summary["per_rule"][rule])
     print(markdown_table(["rule", "summed s", "peak RSS MB"], [[r, summary["per_rule"][r], summary["peak_rss"][r]] for r in rules]))
     if summary["step"]:
-        print("\nmedian seconds per RL step over the cells' steps: " + ", ".join(f"{k} {v:.1f}" for k, v in summary["step"].items()))
+        print("\nmedian seconds per RL step over the cells' steps: " + ", ".join(f"{k} {v:.3g}" for k, v in summary["step"].items()))
+    if summary["steps_per_minute"]:
+        print(f"a cell's throughput: {summary['steps_per_minute']:.1f} RL steps per minute of its train job (median over cells)")
 
 
 def main() -> None:
@@ -185,6 +228,7 @@ def main() -> None:
     parser.add_argument("--cores", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--configfile", default="config/test.yaml")
     parser.add_argument("--summarise", type=Path, help="a finished run's folder: only read its timings")
+    parser.add_argument("--before", help="a git revision whose grid to run first at each core count, for the 2× verdict")
     args = parser.parse_args()
     print(f"machine: {machine()}")
     if args.summarise:
@@ -193,17 +237,22 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for cores in args.cores:
+            before_rate = None
+            if args.before:
+                old = export_revision(args.before, Path(tmp) / f"before{cores}")
+                wall, cells = timed_grid(old, args.configfile, cores, str(old / "workflow"))
+                before_rate = cells / wall * 3600
+                rows.append([f"before ({args.before})", cores, cells, wall, before_rate, "", "", ""])
             folder = copy_workflow(Path(tmp) / f"cores{cores}")
-            start = time.perf_counter()
-            out = snakemake(folder, "--profile", "profiles/local", "--configfile", args.configfile, "--cores", str(cores))
-            wall = time.perf_counter() - start
-            if out.returncode:
-                raise RuntimeError(out.stderr[-3000:])
+            wall, cells = timed_grid(folder, args.configfile, cores)
             summary = summarise(folder, args.configfile)
             print_summary(f"{args.configfile} at --cores {cores}", summary, wall)
-            rows.append([cores, wall, summary["sum"], summary["critical"], summary["sum"] / wall])
+            rate = cells / wall * 3600
+            rows.append(["this tree", cores, cells, wall, rate, summary["sum"], summary["critical"], summary["steps_per_minute"] or ""])
+            if before_rate:
+                verdict(f"grid cells per hour ≥ 2× {args.before}'s ({args.configfile}, {cores} cores)", f"{rate / before_rate:.2f}×", rate / before_rate >= TARGET)
     print(f"\nmachine after the runs: {machine()}\n")
-    print(markdown_table(["cores", "wall s", "summed job s", "critical path s", "summed / wall"], rows))
+    print(markdown_table(["tree", "cores", "cells", "wall s", "cells per hour", "summed job s", "critical path s", "RL steps per minute"], rows))
 
 
 if __name__ == "__main__":
