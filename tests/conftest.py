@@ -21,7 +21,7 @@ from klrl.typed import from_mapping
 
 # A model small enough to build in a second, its competence checked on 8 problems a task with no
 # floor. Its corpus and optimizer settings are spelled out, so a change of the default recipe
-# leaves the weights that tests pin (tests/test_golden.py) as they are.
+# leaves the weights that tests pin (tests/training/test_golden.py) as they are.
 TINY_TEST_MODEL = {
     "hidden": 32, "layers": 2, "heads": 1, "intermediate": 64, "batch_tokens": 64, "warmup": 1, "lr": 2e-3, "clean_fraction": 0.5,
     "mix": {"arith": 0.7, "arith-long": 0.1, "arith-word": 0.2}, "check_problems": 8, "floor": {},

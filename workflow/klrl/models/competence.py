@@ -8,7 +8,7 @@ sampler (`klrl.training.sampling.HFSampler`, stopping at the model's stop tokens
 as the configs' evaluation) and graded by the task's reward in `klrl.rewards`:
 
     greedy   one completion per problem at temperature 0: the same completions as
-             `klrl evaluate --greedy` (greedy parity, tests/test_evaluation.py), so the same score;
+             `klrl evaluate --greedy` (greedy parity, tests/evaluation/test_harness.py), so the same score;
     t1       `check_samples` completions per problem at temperature 1, top-p 1: the paper's pass@1,
              which `klrl evaluate` estimates from other samples of the same distribution.
 """

@@ -22,7 +22,7 @@ from klrl.tasks.arith import FAMILY
 
 # Bump a model's version whenever its build's code changes what a recipe makes (the corpus, the
 # training loop, the competence check): the hash changes with it, so no folder built by older
-# code is reused. tests/test_recipe.py pins the default tiny corpus, so a corpus change fails
+# code is reused. tests/models/test_recipe.py pins the default tiny corpus, so a corpus change fails
 # there until this is bumped.
 BUILD_VERSIONS = {"tiny": 2, "smollm2-135m": 1}
 
