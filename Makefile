@@ -94,7 +94,7 @@ browser:
 		echo "chromium is not installed: the MLflow UI test will be skipped"
 
 # Benchmarks (benchmarks/RESULTS.md): each prints its table and a one-line verdict per target;
-# none needs a pretrained model. `make bench` runs them all (about 40 min on 2 cores) and ends
+# none needs a pretrained model. `make bench` runs them all (about 25 min on 2 cores) and ends
 # with every verdict, gathered in $(VERDICTS).
 BENCH_STAMP := $(VENV)/.installed-bench
 VERDICTS := results/bench-verdicts.txt

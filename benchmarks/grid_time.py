@@ -42,7 +42,7 @@ from pathlib import Path
 import yaml
 
 from common import machine, markdown_table, verdict
-from klrl.paths import Layout
+from klrl.paths import BASES, Layout
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_FILES = ("Snakefile", "workflow/rules", "workflow/schemas", "workflow/report", "config", "envs", "profiles", "paper_figures")
@@ -138,7 +138,11 @@ def dag(folder: Path, configfile: str, pythonpath: str | None = None) -> tuple[d
 
 def benchmark_file(bench: Path, rule: str, values: list[str]) -> Path | None:
     """A job's benchmark file: <rule>.tsv, <rule>/<wildcard value>.tsv, a rule's only file, or
-    the one file named by a wildcard value in another folder (rule `figure` writes figures/)."""
+    the one file named by a wildcard value in another folder (rule `figure` writes figures/);
+    a base's build, shared by experiments, keeps its own beside the model (results/bases/)."""
+    if rule == "build_base":
+        built = bench.parents[2] / BASES / "-".join(values) / "build.tsv"
+        return built if built.exists() else None
     if (bench / f"{rule}.tsv").exists():
         return bench / f"{rule}.tsv"
     for value in values:

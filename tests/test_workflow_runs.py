@@ -4,7 +4,9 @@ model declared in a config, and the paper's grid in miniature on CPUs."""
 
 import json
 import os
+import re
 import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
@@ -52,6 +54,19 @@ def test_the_ci_grid_runs_end_to_end(ci_run):
     for rule in ("train", "evaluate"):
         assert (ci_run / CI_OUT / "benchmarks" / rule / f"{CI_CELLS[0]}.tsv").is_file()
         assert (ci_run / CI_OUT / "logs" / rule / f"{CI_CELLS[0]}.log").is_file()
+
+
+@pytest.mark.slow
+def test_the_grid_benchmark_summarises_a_finished_run(ci_run):
+    """benchmarks/grid_time.py --summarise: the critical path through the cells' jobs and a cell's
+    RL steps per minute of its train job (3 steps over the job's wall seconds, median of 2 cells)."""
+    command = [sys.executable, str(ROOT / "benchmarks" / "grid_time.py"), "--summarise", str(ci_run), "--configfile", "config/test.yaml"]
+    out = subprocess.run(command, cwd=ci_run, capture_output=True, text=True, env=os.environ | {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    seconds = [float((ci_run / CI_OUT / "benchmarks" / "train" / f"{cell}.tsv").read_text().splitlines()[1].split("\t")[0]) for cell in CI_CELLS]
+    rate = float(re.search(r"a cell's throughput: ([\d.]+) RL steps per minute", out.stdout)[1])
+    assert rate == pytest.approx(sum(3 * 60 / s for s in seconds) / 2, abs=0.06)
+    assert re.search(r"critical path: .*train \d+s → evaluate \d+s → aggregate", out.stdout)
 
 
 @pytest.mark.slow
