@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import platform
 import statistics
+import subprocess
 import time
 from pathlib import Path
 
@@ -16,6 +17,8 @@ import torch
 
 from klrl.models.tiny import TinyConfig, build_model, build_tokenizer
 from klrl.tasks.data import prepare
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # The default tiny architecture (klrl.models.tiny) and a larger one, as in docs/performance.md.
 SIZES = {
@@ -34,6 +37,14 @@ def random_tiny(out_dir: Path, size: str = "1M", seed: int = 0) -> Path:
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     return out_dir
+
+
+def export_revision(rev: str, dest: Path) -> Path:
+    """The files of git revision `rev` of this checkout, extracted into `dest` (a benchmark's baseline)."""
+    dest.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
 
 
 def arith_data(out_dir: Path, train_size: int = 256) -> Path:

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import machine, markdown_table, median, verdict
+from common import export_revision, machine, markdown_table, median, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_FILES = ("Snakefile", "workflow", "config", "envs", "profiles", "paper_figures")
@@ -35,13 +35,6 @@ def copy_tree(dest: Path) -> Path:
             shutil.copytree(source, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
         elif source.exists():
             shutil.copy(source, dest / name)
-    return dest
-
-
-def export_revision(rev: str, dest: Path) -> Path:
-    dest.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
     return dest
 
 

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import yaml
 
-from common import machine, markdown_table, verdict
+from common import export_revision, machine, markdown_table, verdict
 from klrl.paths import BASES, Layout
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,13 +69,6 @@ def copy_workflow(folder: Path) -> Path:
         elif source.exists():
             shutil.copy(source, dest)
     return folder
-
-
-def export_revision(rev: str, dest: Path) -> Path:
-    dest.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-    return dest
 
 
 def timed_grid(folder: Path, configfile: str, cores: int, pythonpath: str | None = None) -> tuple[float, int]:

@@ -32,7 +32,6 @@ from torch.distributed.fsdp import (
 from torch.distributed.tensor import DTensor
 
 
-
 def _sharded_state_api():
     """torch.distributed.checkpoint.state_dict, imported only for sharded models: importing it
     costs about 0.8 s, a twentieth of a single-process toy train job."""
