@@ -12,11 +12,18 @@ are all-gathered in bfloat16 for compute and gradients are reduce-scattered in f
 State leaves or enters a model in two forms: the full state (unsharded, on the CPU, rank 0's
 copy; what checkpoints and the final model hold) and each rank's local shards (what the
 off-policy trainer keeps in memory for its stale weights).
+
+FSDP all-gathers a layer's weights before each of its forwards and frees them after. A decoding
+loop runs one forward per new token, so `Processes.gathered` holds the weights unsharded for the
+whole loop instead: one all-gather per layer per rollout rather than one per token (what TRL's
+`unwrap_model_for_generation` does under ZeRO-3), at the memory cost of the full model.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -89,6 +96,25 @@ class Processes:
             fully_shard(layer, **options)
         fully_shard(model, **options)
         return model
+
+    @contextmanager
+    def gathered(self, model: torch.nn.Module) -> Iterator[torch.nn.Module]:
+        """The model with its decoder layers' weights all-gathered once and kept for the block's
+        forwards (no gradients may flow through them), sharded again on leaving; the model
+        itself when not sharded."""
+        layers = [module for module in model.modules() if isinstance(module, FSDPModule) and module is not model]
+        if not self.sharded or not layers:
+            yield model
+            return
+        for layer in layers:
+            layer.set_reshard_after_forward(False, recurse=False)
+            layer.unshard()
+        try:
+            yield model
+        finally:
+            for layer in layers:
+                layer.set_reshard_after_forward(True, recurse=False)
+            reshard(model)
 
     def mean(self, metrics: dict[str, float]) -> dict[str, float]:
         """Each metric's mean over processes; a key ending in `_max` takes the maximum."""

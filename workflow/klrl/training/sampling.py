@@ -14,13 +14,16 @@ each distinct prompt once (`prompt_cache`, which scoring uses too): the G sample
 which then lives in buffers sized for the whole completion (`PreallocatedLayer`), so that a
 decoding step writes one position instead of copying the cache. Its `broadcast` hook sees each
 step's sampled tokens: processes that sample the same batch in lockstep (FSDP) pass a broadcast
-from rank 0, so that no floating-point difference between them can split them.
+from rank 0, so that no floating-point difference between them can split them. They also pass
+`hold_weights` (`Processes.gathered`), so that the loop does not all-gather the weights anew
+for every token.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -140,6 +143,7 @@ class HFSampler:
     temperature: float = 1.0
     top_p: float = 1.0
     broadcast: Callable[[torch.Tensor], torch.Tensor] | None = None  # applied to each step's sampled tokens
+    hold_weights: Callable[[torch.nn.Module], AbstractContextManager] = nullcontext  # around the decoding loop
 
     def sync(self, model, version: int) -> None:
         """Nothing to do: this backend samples from the model object it is given."""
@@ -147,6 +151,12 @@ class HFSampler:
     @torch.no_grad()
     def sample(self, model, prompts: list[list[int]], generator: torch.Generator | None, rows: slice = slice(None)) -> Rollout:
         """Completions of every prompt (processes in lockstep sample them all); the rollout of `rows`."""
+        with self.hold_weights(model):
+            tokens, prompt_ids, prompt_mask = self.decode(model, prompts, generator)
+        return Rollout(prompt_ids, prompt_mask, tokens, completion_mask(tokens, self.stop_ids)).apply(lambda tensor: tensor[rows])
+
+    def decode(self, model, prompts: list[list[int]], generator: torch.Generator | None) -> tuple[torch.Tensor, ...]:
+        """The (B, L) completion tokens of the prompts (on the CPU), their left-padded ids and mask."""
         device = next(model.parameters()).device
         prompt_ids, prompt_mask = left_pad(prompts, self.pad_id)
         logits, cache = prompt_cache(model, prompt_ids.to(device), prompt_mask.to(device))
@@ -176,8 +186,7 @@ class HFSampler:
                 break
             mask = full_mask[:, : width + step + 1]
             logits = model(input_ids=token[:, None], attention_mask=mask, position_ids=positions + step, **cached).logits[:, -1]
-        tokens = tokens[:, :length].cpu()
-        return Rollout(prompt_ids, prompt_mask, tokens, completion_mask(tokens, self.stop_ids)).apply(lambda tensor: tensor[rows])
+        return tokens[:, :length].cpu(), prompt_ids, prompt_mask
 
 
 def completion_mask(tokens: torch.Tensor, stop_ids: tuple[int, ...]) -> torch.Tensor:

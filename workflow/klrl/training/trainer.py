@@ -121,7 +121,7 @@ class Trainer:
         config = self.config
         if config.generation_backend == "hf":
             broadcast = self.procs.broadcast if self.procs.world > 1 else None
-            return HFSampler(stops, pad, config.max_new_tokens, config.temperature, config.top_p, broadcast)
+            return HFSampler(stops, pad, config.max_new_tokens, config.temperature, config.top_p, broadcast, self.procs.gathered)
         from klrl.training.vllm_backend import VLLMEngine, VLLMSampler
 
         engine = VLLMEngine(
