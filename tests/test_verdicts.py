@@ -83,7 +83,7 @@ PROBLEMS = [f"arith-test-{i:05d}" for i in range(150)]
 
 def test_the_default_grid_holds_every_claims_decisive_comparison(tmp_path):
     """Every cell of config/config.yaml evaluated (random scores): each claim gets a verdict row,
-    none is "not in this grid"; the growth claims compare the grid's smallest and largest β and lag."""
+    none is "not in this grid"; the growth claims compare neighbouring β and lag values."""
     root, rng = tmp_path / "results", np.random.default_rng(0)
     cells = expand_grid(load_config("config")).values()
     for cell in cells:
@@ -98,8 +98,29 @@ def test_the_default_grid_holds_every_claims_decisive_comparison(tmp_path):
     assert growth.loc["k1-loss-worsens-with-beta", "beta"] == "0.1→1" and growth.loc["k1-loss-degrades-with-lag", "lag"] == "4→16"
 
 
+def test_a_growth_claim_is_decided_at_each_step_of_the_axis(tmp_path):
+    """K1 in the loss drops from lag 1 to 2 while K1 in the reward holds, then both sit near 0
+    at lag 16: the 1→2 step reproduces the degradation, the 2→16 step (where only K1 in the
+    reward still has room to fall) contradicts it, and there is no end-to-end 1→16 row."""
+    root, rng = tmp_path / "results", np.random.default_rng(4)
+    means = {("k1-loss", 1): 0.6, ("k1-loss", 2): 0.05, ("k1-loss", 16): 0.0,
+             ("k1-reward", 1): 0.75, ("k1-reward", 2): 0.72, ("k1-reward", 16): 0.05}
+    cells = []
+    for (kl, lag), mean in means.items():
+        for seed in range(4):
+            scores = np.clip(mean + rng.normal(0, 0.02) + rng.normal(0, 0.1, 150), 0, 1)
+            cells.append(_write_cell(root, kl, 0.1, lag, seed, {"arith": scores}))
+    _write_eval(root / "base" / "tiny" / "eval", {"arith": rng.uniform(0, 1, 150)})
+    aggregate(cells, root / "tables", root=root)
+    claims = pd.read_csv(root / "tables" / "claims.csv")
+    rows = claims[claims["claim"] == "k1-loss-degrades-with-lag"].set_index("lag")
+    assert sorted(rows.index) == ["1→2", "2→16"]
+    assert rows.loc["1→2", "effect"] == pytest.approx(-0.52, abs=0.05) and rows.loc["1→2", "verdict"] == "reproduced"
+    assert rows.loc["2→16", "verdict"] == "contradicted"
+
+
 def _write_cell(root: Path, kl: str, beta: float, lag: int, seed: int, per_task: dict[str, np.ndarray]) -> str:
-    cell = f"tiny__{kl}__b{beta:g}__{'off' if lag else 'on'}__s{seed}"
+    cell = f"tiny__{kl}__b{beta:g}__{f'off-lag{lag}' if lag else 'on'}__s{seed}"
     train = write_cell_settings(root, cell, kl=kl, beta=beta, seed=seed, lag=lag).parent
     (train / "status.json").write_text(json.dumps({"status": "completed", "step": 40}))
     _write_eval(root / "cells" / cell / "eval", per_task)

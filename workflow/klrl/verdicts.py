@@ -14,8 +14,10 @@ A claim whose cells a grid lacks is one row "not in this grid"; an interval that
 computed (one seed and nothing to pool) is "inconclusive". Cells are identified by their
 resolved settings (train/settings.json: model, kl, beta, async_lag, seed; klrl.aggregate.cell_tags).
 
-β and lag in a term: `each` gives one row per value common to every term's configuration,
-`low` / `high` the smallest / largest such value (a claim about growth with β or with lag).
+β and lag in a term: `each` gives one row per value common to every term's configuration;
+`low` / `high` give one row per step between neighbouring such values, its lower and its higher
+end (a claim about growth with β or with lag is tested at each step of the axis, not from end to
+end: where both configurations have collapsed at the far end, a growth at an earlier step shows).
 """
 
 from __future__ import annotations
@@ -143,16 +145,18 @@ def _matrix(seeds: dict[int, pd.Series]) -> np.ndarray:
 
 
 def _values(claim: Claim, configs: dict, axis: str) -> tuple[list, str]:
-    """The β (or lag) values common to the claim's configurations, and how terms pick them."""
+    """The β (or lag) values common to the claim's configurations (or, for a growth claim, each
+    step between neighbouring values), and how terms pick them."""
     position = {"beta": 1, "lag": 3}[axis]
     relevant = [t for t in claim.terms if t.kl not in ("base",) and not (axis == "beta" and t.kl == "none")
                 and not (axis == "lag" and t.policy == "on")]
     if not relevant:
         return [None], "each"
     common = set.intersection(*[{key[position] for key in configs if key[0] == t.kl and key[2] == t.policy} for t in relevant])
-    mode = "extremes" if any(getattr(t, axis) != "each" for t in relevant) else "each"
-    if mode == "extremes":
-        return ([(min(common), max(common))] if len(common) >= 2 else []), mode
+    mode = "steps" if any(getattr(t, axis) != "each" for t in relevant) else "each"
+    if mode == "steps":
+        values = sorted(common)
+        return list(zip(values, values[1:])), mode
     return sorted(common), mode
 
 
