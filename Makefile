@@ -1,13 +1,12 @@
 # make test: create .venv (and .venv-vllm) if missing, install the pinned project, run every test
-#            but the GPU ones: the main suite and, side by side with it, the vLLM venv's build
-#            and its tests (each suite's output is printed whole when it ends).
+#            but the GPU ones: the main suite, then the vLLM tests in vLLM's CPU build.
 # make run:  the same install, then the default grid through Snakemake (make ui: browse it in MLflow).
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-main test-fast test-vllm vllm-env run cells readme-figures readme-results readme-screenshots ui browser clean bench bench-trl bench-trl-long bench-sampling bench-dag bench-grid bench-eval bench-grading bench-tests
+.PHONY: install test test-fast test-vllm vllm-env run cells readme-figures readme-results readme-screenshots ui browser clean bench bench-trl bench-trl-long bench-sampling bench-dag bench-grid bench-eval bench-grading bench-tests
 
 install: $(STAMP)
 
@@ -19,10 +18,8 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	touch $(STAMP)
 
 test: $(STAMP) browser
-	$(MAKE) --no-print-directory --jobs 2 --output-sync=target test-main test-vllm
-
-test-main: $(STAMP) browser
 	$(BIN)/python -m pytest -m "not gpu"
+	$(MAKE) test-vllm
 
 # The quick loop: every unit and integration test, without the slow ones (end-to-end grids,
 # torchrun, kill -9 faults), the SLURM cluster and the vLLM venv.
