@@ -2,6 +2,7 @@
 single process: the same metrics and final weights, on- and off-policy; bf16 mixed precision;
 the decoding loop holding the weights all-gathered."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -14,14 +15,13 @@ import torch
 import yaml
 from klrl.training import distributed
 from klrl.training.distributed import local_rows
-from klrl.training.prompts import encode_prompts
 from klrl.training.sampling import HFSampler
+from klrl.training.trainer import Trainer
 from torch.distributed.tensor import DTensor
-from transformers import AutoModelForCausalLM, AutoTokenizer
 from klrl.training.record import read_metrics
 from safetensors.torch import load_file
 
-from conftest import tiny_settings
+from conftest import tiny_config, tiny_settings
 
 PARITY_CLI = Path(__file__).parents[1] / "parity_klrl.py"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
@@ -96,26 +96,26 @@ def test_local_rows_split_whole_groups_in_rank_order():
         local_rows(10, 4, 0, 1)  # not whole groups
 
 
-def test_the_decoding_loop_gathers_the_weights_once_and_shards_them_again(tiny_base):
+def test_the_trainers_decoding_loop_gathers_the_weights_once_and_shards_them_again(tiny_base, arith_data, tmp_path):
     """Under FSDP (a one-process group, bf16), a layer reshards after each forward, so decoding
-    would all-gather it once per token; with `hold_weights=gathered` it stays whole through the
-    loop, the rollout is the same, and every weight is a shard again afterwards."""
-    procs = distributed.setup("cpu", "bf16")
+    would all-gather it once per token; the trainer's rollout holds it whole through the loop
+    (`hold_weights=gathered`), gives the same rollout as without the hold, and leaves every
+    weight a shard again."""
     try:
-        tokenizer = AutoTokenizer.from_pretrained(tiny_base)
-        model = procs.shard(AutoModelForCausalLM.from_pretrained(tiny_base).eval().requires_grad_(False), "bf16")
-        prompts = encode_prompts(tokenizer, [{"prompt": "12+30"}, {"prompt": "7-3"}])
-        layer = model.model.layers[0]
+        trainer = Trainer(tiny_config(tiny_base, arith_data, mixed_precision="bf16"), tmp_path)
+        layer = trainer.policy.model.layers[0]
         whole_after_forward = []
         layer.register_forward_hook(lambda *_: whole_after_forward.append(not isinstance(layer.self_attn.q_proj.weight, DTensor)))
+        rows = trainer.schedule.batch(0)
         rollouts = {}
-        for name, hold in (("per forward", HFSampler.hold_weights), ("gathered", procs.gathered)):
-            sampler = HFSampler((tokenizer.eos_token_id,), tokenizer.pad_token_id, max_new_tokens=6, hold_weights=hold)
+        for name in ("gathered", "per forward"):
+            if name == "per forward":
+                trainer.sampler = dataclasses.replace(trainer.sampler, hold_weights=HFSampler.hold_weights)
             whole_after_forward.clear()
-            rollouts[name] = sampler.sample(model, prompts * 3, torch.Generator().manual_seed(3))
+            rollouts[name], _ = trainer.rollout(rows)
             assert len(whole_after_forward) == rollouts[name].completion_ids.shape[1]  # prefill + one forward per later token
             assert all(whole_after_forward) == (name == "gathered") and any(whole_after_forward) == (name == "gathered")
-            assert all(isinstance(weight, DTensor) for weight in model.model.layers.parameters())
+            assert all(isinstance(weight, DTensor) for weight in trainer.policy.model.layers.parameters())
         assert torch.equal(rollouts["gathered"].completion_ids, rollouts["per forward"].completion_ids)
     finally:
         distributed.teardown()
