@@ -18,6 +18,7 @@ SCALE_KEYS = (
     "jobs.*",
     "models.*.jobs.*",
     "models.*.pretrain.*",
+    "models.*.convert.*",
     "data.*.train_size",
     "data.*.test_size",
     "data.*.source",

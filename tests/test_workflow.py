@@ -95,7 +95,8 @@ def test_grid_errors_name_the_group_and_the_key():
         (lambda c: c.update(tracking={"uri": "sqlte:/x.db"}), "config: tracking.uri 'sqlte:/x.db': scheme 'sqlte' is not one of sqlite,"),
         (lambda c: c.update(tracking={"uri": "sqlite://results/x.db"}), "a SQLite store is sqlite:///<path>"),
         (lambda c: c["models"]["tiny"]["pretrain"].update(mix={"math": 1.0}), "config: models.tiny.pretrain.mix: 'math' is not a task of the tiny base; its tasks: arith,"),
-        (lambda c: c["models"].update({"smollm2-135m": {"pretrain": {"steps": 3}}}), "config: models.smollm2-135m.pretrain: smollm2-135m is converted, not pretrained"),
+        (lambda c: c["models"].update({"smollm2-135m": {"pretrain": {"steps": 3}}}), "config: models.smollm2-135m.pretrain: smollm2-135m is converted, not pretrained; its recipe is models.smollm2-135m.convert"),
+        (lambda c: c["models"].update({"smollm2-135m": {"convert": {"layers": 31}}}), "config: models.smollm2-135m.convert.layers: 31 is"),
     ],
 )
 def test_a_bad_config_stops_snakemake_before_any_job(tmp_path, edit, message):

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from klrl.models import BUILT_MODELS, built_folder
+from klrl.models import BUILT_MODELS, built_folder, recipe_options
 from klrl.models.build import add_pretrain_arguments
 from klrl.models.recipe import BUILD_VERSIONS, TinyConfig, build_arguments, recipe, recipe_hash, tiny_recipe
 
@@ -31,6 +31,17 @@ def test_a_recipe_is_hashed_resolved_so_equal_recipes_share_a_folder():
     assert str(built_folder("smollm2-135m")) == f"results/bases/smollm2-135m-{recipe_hash('smollm2-135m', None)}/model"
 
 
+def test_a_smollm2_recipe_is_its_layers_and_the_whole_model_keeps_its_folder():
+    whole = recipe_hash("smollm2-135m", None)
+    assert whole == "682ba415ccda"  # the folder every config built before `layers` existed
+    assert recipe_hash("smollm2-135m", {}) == recipe_hash("smollm2-135m", {"layers": 30}) == whole
+    assert recipe_hash("smollm2-135m", {"layers": 2}) not in (whole, recipe_hash("smollm2-135m", {"layers": 3}))
+    declared = {"smollm2-135m": {"convert": {"layers": 2}}}
+    assert str(built_folder("smollm2-135m", declared)) == f"results/bases/smollm2-135m-{recipe_hash('smollm2-135m', {'layers': 2})}/model"
+    assert build_arguments("smollm2-135m", {"layers": 2}) == ["--model", "smollm2-135m", "--layers", "2"]
+    assert build_arguments("smollm2-135m", {"layers": 30}) == ["--model", "smollm2-135m"]
+
+
 def test_recipe_errors_are_one_line_and_name_the_key():
     with pytest.raises(ValueError, match="^models.tiny.pretrain: unknown key 'stpes'; known: hidden, layers"):
         tiny_recipe({"stpes": 3})
@@ -38,8 +49,15 @@ def test_recipe_errors_are_one_line_and_name_the_key():
         tiny_recipe({"mix": {"math": 1.0}})
     with pytest.raises(ValueError, match="^floor: 'arith/t2' is not '<task>/greedy' or '<task>/t1'"):
         tiny_recipe({"floor": {"arith/t2": 0.5}})
-    with pytest.raises(ValueError, match="^models.smollm2-135m.pretrain: smollm2-135m is converted, not pretrained"):
+    with pytest.raises(ValueError, match="^models.smollm2-135m.pretrain: smollm2-135m is converted, not pretrained; its recipe is models.smollm2-135m.convert$"):
+        recipe_options("smollm2-135m", {"smollm2-135m": {"pretrain": {"steps": 3}}})
+    with pytest.raises(ValueError, match="^models.tiny.convert: tiny is pretrained, not converted; its recipe is models.tiny.pretrain$"):
+        recipe_options("tiny", {"tiny": {"convert": {"layers": 2}}})
+    with pytest.raises(ValueError, match="^models.smollm2-135m.convert: unknown key 'steps'; known: layers$"):
         recipe("smollm2-135m", {"steps": 3})
+    for layers in (0, 31, 2.5, True):
+        with pytest.raises(ValueError, match=f"^models.smollm2-135m.convert.layers: {layers!r} is not a number of layers from 1 to 30$"):
+            recipe("smollm2-135m", {"layers": layers})
     with pytest.raises(ValueError, match="'qwen' is not built here; built here: tiny, smollm2-135m"):
         built_folder("qwen")
 

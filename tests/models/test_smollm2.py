@@ -38,7 +38,7 @@ def test_convert_refuses_a_foreign_folder(tmp_path):
 def test_interrupted_conversion_leaves_nothing(tmp_path, monkeypatch):
     _installed_gguf()
 
-    def fail_halfway(gguf, folder, source):
+    def fail_halfway(gguf, folder, source, layers):
         (folder / "config.json").write_text("{}")
         raise KeyboardInterrupt
 
@@ -207,6 +207,33 @@ def test_second_conversion_is_a_no_op(folder):
     assert smollm2.convert_smollm2(folder) == folder
     assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == before
     assert [p.name for p in folder.parent.iterdir()] == [folder.name]  # no temporary folder left
+
+
+@pytest.mark.slow
+def test_a_truncated_conversion_is_the_whole_models_first_layers(folder, model, tokenizer, tmp_path):
+    """`layers=2` (the paper miniature's chat stand-in): the same tensors for what it keeps, the
+    same tokenizer files, and the logits of the whole model run through its first 2 layers."""
+    import copy
+
+    from transformers import AutoModelForCausalLM
+
+    short_folder = smollm2.convert_smollm2(tmp_path / "short", layers=2)
+    short = AutoModelForCausalLM.from_pretrained(short_folder).eval()
+    assert short.config.num_hidden_layers == 2
+    whole, kept = model.state_dict(), short.state_dict()
+    assert set(kept) == {name for name in whole if not name.startswith("model.layers.") or name.split(".")[2] in ("0", "1")}
+    assert all(torch.equal(kept[name], whole[name]) for name in kept)
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json"):
+        assert (short_folder / name).read_bytes() == (folder / name).read_bytes()
+    assert json.loads((short_folder / smollm2.SOURCE_FILE).read_text())["layers"] == 2
+    first_two = copy.deepcopy(model)
+    first_two.model.layers = first_two.model.layers[:2]
+    first_two.config.num_hidden_layers = 2
+    ids = tokenizer(PROMPT, return_tensors="pt").input_ids
+    with torch.no_grad():
+        assert torch.equal(short(ids).logits, first_two(ids).logits)
+    with pytest.raises(FileExistsError, match="keeps 2 decoder layers, not all"):
+        smollm2.convert_smollm2(short_folder)
 
 
 @pytest.mark.slow

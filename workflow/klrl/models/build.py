@@ -47,6 +47,7 @@ def add_convert_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, choices=converted, help="base model to convert")
     parser.add_argument("--out", type=Path, required=True, help="model folder to write")
     parser.add_argument("--threads", type=int, help="torch CPU threads")
+    parser.add_argument("--layers", type=int, help="keep only the first LAYERS decoder layers (default: all)")
 
 
 def run_convert(args: argparse.Namespace) -> None:
@@ -57,4 +58,4 @@ def run_convert(args: argparse.Namespace) -> None:
         import torch
 
         torch.set_num_threads(args.threads)
-    print(f"{args.model} → {convert_smollm2(args.out)}")
+    print(f"{args.model} → {convert_smollm2(args.out, args.layers)}")

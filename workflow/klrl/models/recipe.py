@@ -1,9 +1,10 @@
 """What a base model built here is made from (its recipe), the recipe's hash, and the folder the
 built model is kept in. Torch-free: the Snakefile imports it to name that folder.
 
-A recipe is every setting its build reads, resolved (a config's `models.<model>.pretrain`
-over `TinyConfig`'s defaults, so `{}` and `{steps: <the default>}` are one recipe), plus the
-version of the code that turns it into weights (`BUILD_VERSIONS`). The model is built once per
+A recipe is every setting its build reads, resolved (a config's `models.tiny.pretrain` over
+`TinyConfig`'s defaults, so `{}` and `{steps: <the default>}` are one recipe;
+`models.smollm2-135m.convert`, whose one option keeps the first `layers` decoder layers), plus
+the version of the code that turns it into weights (`BUILD_VERSIONS`). The model is built once per
 recipe, into results/bases/<model>-<hash>/model, whichever config asks for it first; every
 config with the same recipe reads that folder, and a changed setting is another hash, so
 another folder and another build.
@@ -93,16 +94,34 @@ def tiny_recipe(options: dict | None) -> TinyConfig:
     return TinyConfig(**(options or {}))
 
 
+def convert_layers(options: dict | None) -> int | None:
+    """The decoder layers a config's `models.smollm2-135m.convert` options keep (None: all 30,
+    however they are asked for); an unknown key or a count outside 1-30 is an error."""
+    from klrl.models.smollm2 import DECODER_LAYERS
+
+    unknown = sorted(set(options or {}) - {"layers"})
+    if unknown:
+        raise ValueError(f"models.smollm2-135m.convert: unknown key {unknown[0]!r}; known: layers")
+    layers = (options or {}).get("layers")
+    if layers is None:
+        return None
+    if not isinstance(layers, int) or isinstance(layers, bool) or not 1 <= layers <= DECODER_LAYERS:
+        raise ValueError(f"models.smollm2-135m.convert.layers: {layers!r} is not a number of layers from 1 to {DECODER_LAYERS}")
+    return None if layers == DECODER_LAYERS else layers
+
+
 def recipe(model: str, options: dict | None) -> dict:
-    """The resolved recipe of a built model (what its hash covers)."""
+    """The resolved recipe of a built model (what its hash covers). A whole SmolLM2 has no
+    `layers` setting, so its hash is the one it had before the option existed."""
     if model == "tiny":
         settings = asdict(tiny_recipe(options))
-    elif options:
-        raise ValueError(f"models.{model}.pretrain: {model} is converted, not pretrained; it takes no pretrain options")
     else:
         from klrl.models.smollm2 import GGUF_NAME, PACKAGE, PACKAGE_VERSION
 
         settings = {"package": PACKAGE, "package_version": PACKAGE_VERSION, "file": GGUF_NAME}
+        layers = convert_layers(options)
+        if layers is not None:
+            settings["layers"] = layers
     return {"model": model, "build_version": BUILD_VERSIONS[model], "settings": settings}
 
 
@@ -121,8 +140,8 @@ def build_arguments(model: str, options: dict | None) -> list[str]:
     """The options of the model's build verb (pretrain-base, convert-base) that make its recipe:
     every setting spelled out, so two configs with one recipe run the same command."""
     if model != "tiny":
-        recipe(model, options)  # no options for a converted model
-        return ["--model", model]
+        layers = convert_layers(options)
+        return ["--model", model] + ([] if layers is None else ["--layers", str(layers)])
     arguments = []
     for key, value in asdict(tiny_recipe(options)).items():
         flag = "--" + key.replace("_", "-")

