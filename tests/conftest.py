@@ -1,5 +1,5 @@
 """Fixtures and builders every test may use: a tiny base model and prepared data (built once
-per session), the settings of a tiny training cell (`tiny_settings`, `tiny_config`) and a cell's
+per session, once per worker under `make test`), the order of the longest tests, the settings of a tiny training cell (`tiny_settings`, `tiny_config`) and a cell's
 settings file in a results folder (`write_cell_settings`)."""
 
 import json
@@ -41,6 +41,13 @@ def tiny_settings(base: Path, data: Path, kl: str = "none", beta: float = 0.0, k
 def tiny_config(base: Path, data: Path, kl: str = "none", beta: float = 0.0, **overrides) -> TrainConfig:
     """`tiny_settings` as a TrainConfig."""
     return from_mapping(TrainConfig, tiny_settings(base, data, kl, beta, **overrides), "train config")
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    """Tests marked `longest` first: `make test` runs the suite on two workers, one test file
+    at a time each, in collection order (pytest-xdist: --dist loadfile --no-loadscope-reorder);
+    a worker that started the longest file last would finish alone."""
+    items.sort(key=lambda item: item.get_closest_marker("longest") is None)
 
 
 @pytest.fixture

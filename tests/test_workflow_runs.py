@@ -1,6 +1,7 @@
 """The workflow run for real: config/test.yaml end to end with MLflow (REST API and the UI in
 headless Chromium), re-runs of one cell and of the tables, two configs in one checkout, a Hub
-model declared in a config, and the paper's grid in miniature on CPUs."""
+model declared in a config, and the SmolLM2 study in miniature (the paper's grid in miniature:
+tests/test_paper_miniature.py)."""
 
 import json
 import os
@@ -15,7 +16,7 @@ import pytest
 import yaml
 from klrl.grid import expand_grid, parse_cell_id
 from klrl.ui_screenshots import CHROMIUM, capture
-from workflow_helpers import FIGURES, ROOT, copy_workflow, job_counts, load_config, snakemake, train_commands
+from workflow_helpers import ROOT, copy_workflow, job_counts, load_config, snakemake
 from klrl.ui_server import mlflow_server as serve_mlflow
 
 from conftest import records
@@ -224,34 +225,6 @@ def test_two_configs_in_one_checkout_keep_their_own_trees_and_leave_tracked_file
     assert len((ci_run / CI_OUT / "data" / "arith" / "train.jsonl").read_text().splitlines()) == 64
     status = subprocess.run(["git", "status", "--porcelain"], cwd=ci_run, capture_output=True, text=True, check=True)
     assert status.stdout == ""
-
-
-@pytest.mark.slow
-def test_the_paper_grid_in_miniature_runs_end_to_end(tmp_path):
-    """config/paper.yaml with config/overlays/cpu-mini.yaml: every group of the paper's grid through
-    the same rules, torchrun with 2 CPU processes, bf16 over fp32 master weights, micro-batches,
-    the MATH/MMLU loaders on their fixtures, Countdown, lm-eval, the tables and the figures."""
-    folder = copy_workflow(tmp_path)
-    configs = ("--configfile", "config/paper.yaml", "config/overlays/cpu-mini.yaml")
-    dry = snakemake(folder, "-n", "-p", *configs)
-    assert dry.returncode == 0, dry.stderr[-3000:]
-    assert set(train_commands(dry.stdout)) == {"torchrun --standalone --nproc_per_node 2 -m klrl"}
-    result = snakemake(folder, "--cores", "2", "--keep-going", *configs, timeout=3600)
-    assert result.returncode == 0, result.stderr[-5000:]
-    cells = expand_grid(load_config("paper", overlay="cpu-mini"))
-    out = folder / "results" / "paper-cpu-mini"
-    scores = pd.read_csv(out / "tables" / "scores.csv")
-    assert set(scores["cell"]) == set(cells)
-    assert set(scores["status"]) == {"completed"}
-    assert {cell.group for cell in cells.values()} == {group["name"] for group in load_config("paper")["groups"]}
-    for cell in cells.values():
-        saved = yaml.safe_load((out / "cells" / cell.id / "train" / "config.yaml").read_text())
-        assert (saved["mixed_precision"], saved["micro_batch_size"], saved["device"]) == ("bf16", 1, "cpu")
-        log = (out / "logs" / "train" / f"{cell.id}.log").read_text()
-        assert "2 processes" in log, log[-2000:]
-    tasks = set(scores["task"])
-    assert {"math", "mmlu-college-physics", "mmlu-college-chemistry", "mmlu-college-biology", "countdown"} <= tasks
-    assert sorted(path.stem for path in (out / "figures").glob("*.png")) == FIGURES
 
 
 @pytest.mark.slow

@@ -1,0 +1,39 @@
+"""The paper's grid (config/paper.yaml) in miniature on CPUs (config/overlays/cpu-mini.yaml),
+end to end through Snakemake: the suite's longest test, alone in its file so that `make test`'s
+two workers (pytest-xdist, one file per worker at a time) run it beside the rest and it starts
+first (marker `longest`, tests/conftest.py)."""
+
+import pandas as pd
+import pytest
+import yaml
+from klrl.grid import expand_grid
+from workflow_helpers import FIGURES, copy_workflow, load_config, snakemake, train_commands
+
+
+@pytest.mark.longest
+@pytest.mark.slow
+def test_the_paper_grid_in_miniature_runs_end_to_end(tmp_path):
+    """config/paper.yaml with config/overlays/cpu-mini.yaml: every group of the paper's grid through
+    the same rules, torchrun with 2 CPU processes, bf16 over fp32 master weights, micro-batches,
+    the MATH/MMLU loaders on their fixtures, Countdown, lm-eval, the tables and the figures."""
+    folder = copy_workflow(tmp_path)
+    configs = ("--configfile", "config/paper.yaml", "config/overlays/cpu-mini.yaml")
+    dry = snakemake(folder, "-n", "-p", *configs)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert set(train_commands(dry.stdout)) == {"torchrun --standalone --nproc_per_node 2 -m klrl"}
+    result = snakemake(folder, "--cores", "2", "--keep-going", *configs, timeout=3600)
+    assert result.returncode == 0, result.stderr[-5000:]
+    cells = expand_grid(load_config("paper", overlay="cpu-mini"))
+    out = folder / "results" / "paper-cpu-mini"
+    scores = pd.read_csv(out / "tables" / "scores.csv")
+    assert set(scores["cell"]) == set(cells)
+    assert set(scores["status"]) == {"completed"}
+    assert {cell.group for cell in cells.values()} == {group["name"] for group in load_config("paper")["groups"]}
+    for cell in cells.values():
+        saved = yaml.safe_load((out / "cells" / cell.id / "train" / "config.yaml").read_text())
+        assert (saved["mixed_precision"], saved["micro_batch_size"], saved["device"]) == ("bf16", 1, "cpu")
+        log = (out / "logs" / "train" / f"{cell.id}.log").read_text()
+        assert "2 processes" in log, log[-2000:]
+    tasks = set(scores["task"])
+    assert {"math", "mmlu-college-physics", "mmlu-college-chemistry", "mmlu-college-biology", "countdown"} <= tasks
+    assert sorted(path.stem for path in (out / "figures").glob("*.png")) == FIGURES
