@@ -234,6 +234,9 @@ def test_a_truncated_conversion_is_the_whole_models_first_layers(folder, model, 
         assert torch.equal(short(ids).logits, first_two(ids).logits)
     with pytest.raises(FileExistsError, match="keeps 2 decoder layers, not all"):
         smollm2.convert_smollm2(short_folder)
+    with pytest.raises(ValueError, match="^layers=0: the model has 30 decoder layers; keep 1 to 30$"):
+        smollm2.convert_smollm2(tmp_path / "empty", layers=0)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["short"]
 
 
 @pytest.mark.slow

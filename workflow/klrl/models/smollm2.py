@@ -141,8 +141,8 @@ def _first_layers(tensors: dict, config_kwargs: dict, layers: int | None) -> dic
     depth = config_kwargs["num_hidden_layers"]
     if layers is None or layers == depth:
         return tensors
-    if layers > depth:
-        raise ValueError(f"layers={layers}: the model has only {depth} decoder layers")
+    if not 1 <= layers <= depth:
+        raise ValueError(f"layers={layers}: the model has {depth} decoder layers; keep 1 to {depth}")
     config_kwargs["num_hidden_layers"] = layers
     kept = {}
     for name, tensor in tensors.items():
