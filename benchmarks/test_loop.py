@@ -1,8 +1,8 @@
 """Wall time of the quick test loop, `make test-fast`: every unit and integration test without the
 slow ones (end-to-end grids, torchrun, kill -9 faults), the SLURM cluster and the vLLM venv.
 
-Runs pytest with the same marker expression and workers as `make test-fast`, in this checkout, and prints the
-wall time, the number of tests and the verdict against issue 21's 4-minute target.
+Runs pytest with the same marker expression and workers as `make test-fast`, in this checkout,
+and prints the wall time, the number of tests and the verdict against issue 21's 4-minute target.
 
     .venv/bin/python benchmarks/test_loop.py
 """
@@ -19,7 +19,7 @@ from common import machine, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKERS = "not slow and not slurm and not gpu"  # the Makefile's test-fast
-WORKERS = ("-n", "2", "--dist", "loadfile", "--no-loadscope-reorder")  # and its pytest-xdist workers
+WORKERS = ("-n", "2", "--dist", "loadfile", "--no-loadscope-reorder")  # the Makefile's WORKERS
 TARGET_S = 240.0
 
 
