@@ -210,9 +210,10 @@ def test_second_conversion_is_a_no_op(folder):
 
 
 @pytest.mark.slow
-def test_a_truncated_conversion_is_the_whole_models_first_layers(folder, model, tokenizer, tmp_path):
+def test_a_truncated_conversion_is_the_whole_models_first_layers(folder, model, tokenizer, tmp_path, monkeypatch):
     """`layers=2` (the paper miniature's chat stand-in): the same tensors for what it keeps, the
-    same tokenizer files, and the logits of the whole model run through its first 2 layers."""
+    same tokenizer files, and the logits of the whole model run through its first 2 layers; a
+    count out of range is refused before the GGUF is dequantized."""
     import copy
 
     from transformers import AutoModelForCausalLM
@@ -234,8 +235,13 @@ def test_a_truncated_conversion_is_the_whole_models_first_layers(folder, model, 
         assert torch.equal(short(ids).logits, first_two(ids).logits)
     with pytest.raises(FileExistsError, match="keeps 2 decoder layers, not all"):
         smollm2.convert_smollm2(short_folder)
-    with pytest.raises(ValueError, match="^layers=0: the model has 30 decoder layers; keep 1 to 30$"):
-        smollm2.convert_smollm2(tmp_path / "empty", layers=0)
+    def dequantize(*args, **kwargs):
+        raise AssertionError("dequantized the GGUF before checking the layer count")
+
+    monkeypatch.setattr("transformers.modeling_gguf_pytorch_utils.load_gguf_checkpoint", dequantize)
+    for layers in (0, 31):
+        with pytest.raises(ValueError, match=f"^layers={layers}: the model has 30 decoder layers; keep 1 to 30$"):
+            smollm2.convert_smollm2(tmp_path / "empty", layers=layers)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["short"]
 
 

@@ -138,11 +138,8 @@ def _update_json(path: Path, drop: tuple[str, ...] = (), **values) -> None:
 def _first_layers(tensors: dict, config_kwargs: dict, layers: int | None) -> dict:
     """The state dict of the model's first `layers` decoder layers (all when None), and the
     config set to that depth: embeddings, final norm and every kept layer are untouched."""
-    depth = config_kwargs["num_hidden_layers"]
-    if layers is None or layers == depth:
+    if layers is None or layers == config_kwargs["num_hidden_layers"]:
         return tensors
-    if not 1 <= layers <= depth:
-        raise ValueError(f"layers={layers}: the model has {depth} decoder layers; keep 1 to {depth}")
     config_kwargs["num_hidden_layers"] = layers
     kept = {}
     for name, tensor in tensors.items():
@@ -167,8 +164,11 @@ def _convert_into(gguf: Path, folder: Path, source: dict, layers: int | None = N
     header, _ = read_gguf_metadata(str(gguf))
     if header["general.architecture"] != "llama":
         raise ValueError(f"{gguf} holds a {header['general.architecture']!r} model, not llama.")
+    depth = header["llama.block_count"]
+    if layers is not None and not 1 <= layers <= depth:  # before dequantizing every tensor (30 s)
+        raise ValueError(f"layers={layers}: the model has {depth} decoder layers; keep 1 to {depth}")
     with torch.device("meta"):
-        skeleton = LlamaForCausalLM(LlamaConfig(num_hidden_layers=header["llama.block_count"]))
+        skeleton = LlamaForCausalLM(LlamaConfig(num_hidden_layers=depth))
     parsed = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=skeleton)
 
     config_kwargs = {k: v for k, v in parsed["config"].items() if k not in _GGUF_CONFIG_KEYS}
