@@ -1,7 +1,7 @@
 """Wall time of the quick test loop, `make test-fast`: every unit and integration test without the
 slow ones (end-to-end grids, torchrun, kill -9 faults), the SLURM cluster and the vLLM venv.
 
-Runs pytest with the same marker expression and workers as `make test-fast`, in this checkout,
+Runs `make test-fast` itself in this checkout (so its markers and workers are the Makefile's),
 and prints the wall time, the number of tests and the verdict against issue 21's 4-minute target.
 
     .venv/bin/python benchmarks/test_loop.py
@@ -11,25 +11,23 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from common import machine, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
-MARKERS = "not slow and not slurm and not gpu"  # the Makefile's test-fast
-WORKERS = ("-n", "2", "--dist", "loadfile", "--no-loadscope-reorder")  # the Makefile's WORKERS
+COMMAND = ("make", "--no-print-directory", "test-fast")
 TARGET_S = 240.0
 
 
 def main() -> None:
     print(f"machine: {machine()}")
     start = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", MARKERS, *WORKERS], cwd=ROOT, capture_output=True, text=True, check=False)
+    out = subprocess.run(COMMAND, cwd=ROOT, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
     summary = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr[-2000:]
-    print(f"pytest -m '{MARKERS}' {' '.join(WORKERS)}: {wall:.0f} s wall, {summary}")
+    print(f"{' '.join(COMMAND)}: {wall:.0f} s wall, {summary}")
     if out.returncode:
         raise SystemExit(f"the quick test loop failed:\n{out.stdout[-3000:]}")
     passed = re.search(r"(\d+) passed", summary)

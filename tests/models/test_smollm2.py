@@ -235,6 +235,7 @@ def test_a_truncated_conversion_is_the_whole_models_first_layers(folder, model, 
         assert torch.equal(short(ids).logits, first_two(ids).logits)
     with pytest.raises(FileExistsError, match="keeps 2 decoder layers, not all"):
         smollm2.convert_smollm2(short_folder)
+
     def dequantize(*args, **kwargs):
         raise AssertionError("dequantized the GGUF before checking the layer count")
 
