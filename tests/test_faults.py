@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -32,6 +33,7 @@ from klrl.rewards import math_reward
 from klrl.training import trainer as trainer_module
 from klrl.training.checkpoint import UnsafeCheckpoint, load_checkpoint, save_checkpoint
 from klrl.training.record import MetricsLog, read_metrics, read_status
+from klrl.verify_worker import WORKERS, grading_counts
 
 from conftest import tiny_settings
 
@@ -265,6 +267,36 @@ def test_killed_grading_processes_are_replaced():
     assert math_reward([r"\boxed{\sqrt{45}}", r"\boxed{7}"], [r"3\sqrt{5}", r"\sqrt{49}"]) == [1.0, 1.0]
 
 
+def test_an_answer_that_comes_while_a_dead_worker_is_replaced_counts():
+    """One grading worker answers while the service waits on the template for a replacement of
+    another, which died under its item: the answer counts, though its item's timeout has passed
+    by the time the service looks (it used to be zeroed, which flaked under load)."""
+    assert math_reward([r"\boxed{\sqrt{99}}"], [r"3\sqrt{11}"]) == [1.0]  # starts the processes
+    (template,) = [pid for pid in _children(os.getpid()) if b"klrl.verify_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    answering, *dying = _children(template)
+    assert len(dying) == WORKERS - 1
+    for pid in [template, answering, *dying]:
+        os.kill(pid, signal.SIGSTOP)
+
+    def later():  # the batch is in the stopped workers' pipes by then
+        time.sleep(0.3)
+        for pid in dying:
+            os.kill(pid, signal.SIGKILL)
+        os.kill(answering, signal.SIGCONT)
+        time.sleep(1.2)  # the replacement waits on the stopped template: past the 1 s timeout
+        os.kill(template, signal.SIGCONT)
+
+    grading_counts()  # counted from here
+    resumer = threading.Thread(target=later)
+    resumer.start()
+    try:  # one item per worker, each needing sympy: √28 = 2√7, √63 = 3√7, ...
+        rewards = math_reward([rf"\boxed{{\sqrt{{{7 * k * k}}}}}" for k in range(2, 2 + WORKERS)], [rf"{k}\sqrt{{7}}" for k in range(2, 2 + WORKERS)], timeout=1.0)
+    finally:
+        resumer.join()
+    assert rewards == [1.0] * WORKERS
+    assert grading_counts()["grading/timeouts"] == 0
+
+
 # --- kill -9 of real processes at random points (slow: each restart imports torch again)
 
 TRAIN_KILLS = 3
@@ -332,7 +364,7 @@ def test_kill_9_during_evaluate_then_a_rerun_equals_an_uninterrupted_one(whole, 
 
 CORRUPT_CHECKPOINTS = 3  # a truncated newest, an empty previous, one without its keys
 DEAD_LOCKS = 1
-KILLED_GRADERS = 1  # the template and every worker at once
+KILLED_GRADERS = 2  # the template and every worker at once; workers under their items, the template stopped
 SECOND_WRITERS = TRAIN_KILLS  # one refused second trainer per round
 CRAFTED_FILES = 1  # the checkpoint with a code-running pickle
 

@@ -126,7 +126,9 @@ class _GradingService:
                     self._settle(pair, verdict, waiting, verdicts)
                 now = time.monotonic()
                 for slot, (pair, sent) in list(busy.items()):
-                    if now - sent >= timeout:
+                    # an answer (or end of file) that came while we were replacing a worker is
+                    # read on the next round, not counted against its item
+                    if now - sent >= timeout and not self._workers[slot].connection.poll():
                         del busy[slot]
                         self._replace(slot)
                         self._counts["grading/timeouts"] += 1
