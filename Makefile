@@ -1,5 +1,5 @@
 # make test: create .venv (and .venv-vllm) if missing, install the pinned project, run every test
-#            but the GPU ones: the main suite, then the vLLM tests in vLLM's CPU build.
+#            but the GPU ones: the main suite and, beside it, the vLLM tests in vLLM's CPU build.
 # make run:  the same install, then the default grid through Snakemake (make ui: browse it in MLflow).
 PYTHON ?= python3.11
 VENV := .venv
@@ -21,11 +21,18 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 # the paper miniature (its own file, run first) beside the rest.
 WORKERS := -n 2 --dist loadfile --no-loadscope-reorder
 
-# The two venvs and chromium are built side by side first (pip and apt use one core each).
+# The two venvs and chromium are built side by side first (pip and apt use one core each). The
+# vLLM suite, which alone keeps a core half idle, then runs beside the main one; its output is
+# printed after the main suite's, and either failing fails the target.
+VLLM_LOG := results/test-vllm.log
+
 test:
 	$(MAKE) --jobs 3 $(STAMP) $(VLLM_STAMP) browser
-	$(BIN)/python -m pytest -m "not gpu" $(WORKERS)
-	$(MAKE) test-vllm
+	$(MAKE) --no-print-directory test-vllm > $(VLLM_LOG) 2>&1 & vllm=$$!; \
+	$(BIN)/python -m pytest -m "not gpu" $(WORKERS); main=$$?; \
+	wait $$vllm; vllm=$$?; \
+	echo "--- the vLLM suite (make test-vllm, beside the main suite):"; cat $(VLLM_LOG); \
+	test $$main = 0 && test $$vllm = 0
 
 # The quick loop: every unit and integration test, without the slow ones (end-to-end grids,
 # torchrun, kill -9 faults), the SLURM cluster and the vLLM venv.
