@@ -146,13 +146,13 @@ def main() -> None:
         times["klrl HFSampler"].append(time_ours(model, prompts, steps, pad))
         times["model.generate"].append(time_generate(model, prompts, steps, pad))
         times["minimal step (decoding only)"].append(minimal_decode(model, prompts, steps, pad)[0])
-    generate_ms = median(times["model.generate"]) * 1000 / steps
-    table = [[name, median(values) * 1000 / steps, generate_ms / (median(values) * 1000 / steps)] for name, values in times.items()]
+    generate_s = median(times["model.generate"])
+    table = [[name, median(values) * 1000 / steps, generate_s / median(values)] for name, values in times.items()]
     parts = split(model, prompts, steps, pad)
     print(f"batch {args.batch}, {steps} new tokens, 1 thread; machine: {machine()}")
     print(f"minimal step against the model's forward: max |Δ logit| {gap:.2e}\n")
     print(markdown_table(["sampler", "ms per token step", "× generate"], table))
-    print(f"\n2× generate's budget: {generate_ms / 2:.2f} ms per token step; the minimal step's CPU time: "
+    print(f"\n2× generate's budget: {generate_s * 1000 / steps / 2:.2f} ms per token step; the minimal step's CPU time: "
           + ", ".join(f"{name} {ms:.2f} ms" for name, ms in parts.items()))  # fmt: skip
 
 

@@ -257,9 +257,14 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+
+def _grading_templates() -> list[int]:
+    """The pids of this process's math-verify template processes (klrl.verify_worker)."""
+    return [pid for pid in _children(os.getpid()) if b"klrl.verify_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+
 def test_killed_grading_processes_are_replaced():
     assert math_reward([r"\boxed{\sqrt{20}}"], [r"2\sqrt{5}"]) == [1.0]  # starts the template and its workers
-    templates = [pid for pid in _children(os.getpid()) if b"klrl.verify_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    templates = _grading_templates()
     workers = [pid for template in templates for pid in _children(template)]
     assert len(templates) == 1 and workers
     for pid in workers + templates:
@@ -272,7 +277,7 @@ def test_an_answer_that_comes_while_a_dead_worker_is_replaced_counts():
     another, which died under its item: the answer counts, though its item's timeout has passed
     by the time the service looks (it used to be zeroed, which flaked under load)."""
     assert math_reward([r"\boxed{\sqrt{99}}"], [r"3\sqrt{11}"]) == [1.0]  # starts the processes
-    (template,) = [pid for pid in _children(os.getpid()) if b"klrl.verify_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    (template,) = _grading_templates()
     answering, *dying = _children(template)
     assert len(dying) == WORKERS - 1
     for pid in [template, answering, *dying]:
