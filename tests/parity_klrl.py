@@ -2,7 +2,8 @@
 one more reward, `parity` (odd-length completions score 1): an untrained tiny model earns no
 arithmetic reward, hence no advantage, and this one gives it signal. With
 KLRL_TEST_CRASH_AT=<step>, the process that writes checkpoints dies right after writing that
-step's (a kill at a known point)."""
+step's (a kill at a known point); KLRL_TEST_CRASH_AT is read by every process, so with
+one process the whole job dies there."""
 
 import os
 import sys
@@ -19,8 +20,8 @@ def parity_reward(completions: list[str], references: list[str]) -> list[float]:
 def crash_after_checkpoint(step: int) -> None:
     save = trainer.save_checkpoint
 
-    def save_then_die(folder, state):
-        save(folder, state)
+    def save_then_die(folder, state, **collective):
+        save(folder, state, **collective)
         if state["step"] == step:
             os._exit(3)
 

@@ -8,6 +8,7 @@ section states are computed from this file's lists and tests/test_hostile_inputs
 
 import json
 import os
+import pickle
 import random
 import re
 import shutil
@@ -31,7 +32,7 @@ from klrl.cli import main as klrl
 from klrl.folder_lock import FolderLocked, hold_lock
 from klrl.rewards import math_reward
 from klrl.training import trainer as trainer_module
-from klrl.training.checkpoint import UnsafeCheckpoint, load_checkpoint, save_checkpoint
+from klrl.training.checkpoint import UnsafeCheckpoint, checkpoint_folders, load_checkpoint, save_checkpoint
 from klrl.training.record import MetricsLog, read_metrics, read_status
 from klrl.verify_worker import WORKERS, grading_counts
 
@@ -69,8 +70,8 @@ def whole(cell_config, tmp_path_factory):
 def _after_checkpoint(step, damage):
     save = trainer_module.save_checkpoint
 
-    def save_then_crash(folder, state):
-        save(folder, state)
+    def save_then_crash(folder, state, **collective):
+        save(folder, state, **collective)
         if state["step"] == step:
             damage(folder)
             raise Crash
@@ -78,13 +79,23 @@ def _after_checkpoint(step, damage):
     return "save_checkpoint", save_then_crash
 
 
-def _torn_checkpoint(folder):
-    path = folder / "checkpoint.pt"
+def _newest(folder):
+    return checkpoint_folders(folder)[0]
+
+
+def _torn_shards(folder):
+    path = _newest(folder) / "__0_0.distcp"
     os.truncate(path, path.stat().st_size // 2)
 
 
-def _unrenamed_checkpoint(folder):  # killed between the two renames: only .prev and .tmp exist
-    (folder / "checkpoint.pt").rename(folder / "checkpoint.pt.tmp")
+def _torn_index(folder):
+    path = _newest(folder) / ".metadata"
+    os.truncate(path, path.stat().st_size // 2)
+
+
+def _uncommitted_checkpoint(folder):  # killed before the rename: only the older one is committed
+    newest = _newest(folder)
+    newest.rename(newest.with_name(newest.name + ".tmp"))
 
 
 def _torn_metrics(folder):
@@ -117,8 +128,9 @@ def _partial_final(folder):  # killed while writing final/, before status.json
 
 
 FILE_FAULTS = {
-    "checkpoint torn": _after_checkpoint(4, _torn_checkpoint),
-    "checkpoint between renames": _after_checkpoint(4, _unrenamed_checkpoint),
+    "checkpoint shards torn": _after_checkpoint(4, _torn_shards),
+    "checkpoint index torn": _after_checkpoint(4, _torn_index),
+    "checkpoint not committed": _after_checkpoint(4, _uncommitted_checkpoint),
     "metrics line torn": _after_checkpoint(6, _torn_metrics),
     "killed after status.json": _at_status(_nothing),
     "status.json empty": _at_status(_empty_status),
@@ -143,7 +155,11 @@ def test_a_crash_at_a_known_point_resumes_to_the_same_cell(cell_config, whole, t
 
 
 def _state(step):
-    return {"step": step, "policy": {"w": torch.full((2,), float(step))}, "optimizer": {}, "scheduler": {}, "history": []}
+    return {"step": step, "tensors": {"policy": {"w": torch.full((2,), float(step))}}, "plain": {"note": "x"}}
+
+
+def _layout(plain):
+    return {"policy": {"w": torch.zeros(2)}}
 
 
 class _Payload:
@@ -151,33 +167,65 @@ class _Payload:
         return (os.system, ("touch PWNED",))
 
 
-def test_a_crafted_checkpoint_is_refused_without_running_it(tmp_path, monkeypatch, cell_config):
+def _crafted_plain(path):
+    torch.save({"step": 3, "plain": _Payload(), "rng": {}}, path / "state.pt")
+
+
+def _crafted_index(path):
+    (path / ".metadata").write_bytes(pickle.dumps(_Payload()))
+
+
+@pytest.mark.parametrize("craft, refused", [(_crafted_plain, r"state\.pt: refused, it would run code on load"), (_crafted_index, r"\.metadata: refused, it would run code on load \(GLOBAL posix\.system\)")])
+def test_a_crafted_checkpoint_is_refused_without_running_it(tmp_path, monkeypatch, cell_config, craft, refused):
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "train"
-    out.mkdir()
-    torch.save({"step": 3, "policy": _Payload()}, out / "checkpoint.pt")
-    with pytest.raises(UnsafeCheckpoint, match=r"checkpoint\.pt: refused, it would run code on load \(GLOBAL posix.system\)"):
-        load_checkpoint(out)
+    save_checkpoint(out, _state(3))
+    craft(_newest(out))
+    with pytest.raises(UnsafeCheckpoint, match=refused):
+        load_checkpoint(out, _layout)
     assert klrl(["train", "--config", str(cell_config), "--out", str(out)]) == 2
     assert not (tmp_path / "PWNED").exists()
-    torch.load(out / "checkpoint.pt", weights_only=False)  # the old way of loading it runs the payload
+    target = _newest(out) / ("state.pt" if craft is _crafted_plain else ".metadata")
+    pickle.loads(target.read_bytes()) if craft is _crafted_index else torch.load(target, weights_only=False)  # the unguarded way runs it
     assert (tmp_path / "PWNED").exists()
 
 
+def test_a_checkpoint_with_pickled_objects_is_refused(tmp_path):
+    """DCP would unpickle a byte item whole (torch.load without weights_only): klrl writes tensors only."""
+    dcp = pytest.importorskip("torch.distributed.checkpoint")
+    save_checkpoint(tmp_path, _state(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # DCP's notes on overwriting in a single process
+        dcp.save({"policy": {"w": torch.zeros(2)}, "extra": {"object": [1, 2]}}, checkpoint_id=_newest(tmp_path))
+    with pytest.raises(UnsafeCheckpoint, match=r"'extra\.object' is a pickled object, not a tensor"):
+        load_checkpoint(tmp_path, _layout)
+
+
 def test_a_corrupt_newest_checkpoint_is_skipped_for_the_previous_one(tmp_path):
-    for step in (2, 4):
+    for step in (2, 4, 6):
         save_checkpoint(tmp_path, _state(step))
-    os.truncate(tmp_path / "checkpoint.pt", 40)
-    with pytest.warns(UserWarning, match=r"checkpoint\.pt: unreadable .*; skipped"):
-        assert load_checkpoint(tmp_path)["step"] == 2
-    (tmp_path / "checkpoint.prev.pt").write_bytes(b"")
+    assert [path.name for path in checkpoint_folders(tmp_path)] == ["step-00000006", "step-00000004"]  # the last two kept
+    os.truncate(_newest(tmp_path) / "__0_0.distcp", 10)
+    with pytest.warns(UserWarning, match=r"step-00000006: .*; skipped"):
+        state = load_checkpoint(tmp_path, _layout)
+    assert state["step"] == 4 and torch.equal(state["tensors"]["policy"]["w"], torch.full((2,), 4.0))
+    (checkpoint_folders(tmp_path)[1] / "state.pt").write_bytes(b"")
     with pytest.warns(UserWarning) as skipped:
-        assert load_checkpoint(tmp_path) is None  # nothing readable: start over (deterministically)
-    assert [str(w.message).split(": ", 1)[1][:10] for w in skipped] == ["unreadable"] * 2
-    (tmp_path / "checkpoint.prev.pt").unlink()
-    torch.save({"step": 1}, tmp_path / "checkpoint.pt")
-    with pytest.warns(UserWarning, match="not a klrl checkpoint \\(no 'policy'\\)"):
-        assert load_checkpoint(tmp_path) is None
+        assert load_checkpoint(tmp_path, _layout) is None  # nothing readable: start over (deterministically)
+    assert [Path(str(w.message).split(": ", 1)[0]).name for w in skipped] == ["step-00000006", "step-00000004"]
+    shutil.rmtree(tmp_path / "checkpoints")
+    save_checkpoint(tmp_path, _state(1))
+    torch.save({"step": 1}, _newest(tmp_path) / "state.pt")
+    with pytest.warns(UserWarning, match="not a klrl checkpoint \\(no 'plain'\\)"):
+        assert load_checkpoint(tmp_path, _layout) is None
+
+
+def test_an_old_single_file_checkpoint_is_refused_with_what_to_do(tmp_path, cell_config, capsys):
+    torch.save({"step": 2}, tmp_path / "checkpoint.pt")
+    with pytest.raises(ValueError, match=r"checkpoint\.pt: a single-file checkpoint of an earlier klrl, .*delete checkpoint\.pt, checkpoint\.prev\.pt"):
+        load_checkpoint(tmp_path, _layout)
+    assert klrl(["train", "--config", str(cell_config), "--out", str(tmp_path)]) == 2
+    assert "single-file checkpoint of an earlier klrl" in capsys.readouterr().err
 
 
 def test_a_checkpoint_round_trips_the_rng_states(tmp_path):
@@ -187,8 +235,8 @@ def test_a_checkpoint_round_trips_the_rng_states(tmp_path):
     expected = (random.random(), torch.rand(3))
     random.seed(0)
     torch.manual_seed(0)
-    state = load_checkpoint(tmp_path)
-    assert torch.equal(state["policy"]["w"], torch.full((2,), 2.0))
+    state = load_checkpoint(tmp_path, _layout)
+    assert torch.equal(state["tensors"]["policy"]["w"], torch.full((2,), 2.0)) and state["plain"] == {"note": "x"}
     assert random.random() == expected[0] and torch.equal(torch.rand(3), expected[1])
 
 
@@ -371,7 +419,7 @@ CORRUPT_CHECKPOINTS = 3  # a truncated newest, an empty previous, one without it
 DEAD_LOCKS = 1
 KILLED_GRADERS = 2  # the template and every worker at once; workers under their items, the template stopped
 SECOND_WRITERS = TRAIN_KILLS  # one refused second trainer per round
-CRAFTED_FILES = 1  # the checkpoint with a code-running pickle
+CRAFTED_FILES = 3  # a checkpoint with a code-running pickle (its state.pt, its index), one with a pickled object
 
 
 def suite_counts() -> dict[str, int]:

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from klrl.grid import eval_job_resources, expand_grid, job_resources
-from klrl.training.checkpoint import load_checkpoint
+from klrl.training.checkpoint import checkpoint_folders
 
 pytestmark = pytest.mark.slurm
 
@@ -183,15 +183,15 @@ def test_a_cancelled_train_job_is_resubmitted_and_resumes_through_a_drain(cluste
     node = _run(["hostname", "-s"], cluster).stdout.strip()
     try:
         first = _wait(lambda: [job for job, state in _squeue(cluster, "%i|%T") if state == "RUNNING"], 300, "no train job ran")[0]
-        _wait(lambda: (train / "checkpoint.pt").exists(), 300, "the train job wrote no checkpoint")
+        _wait(lambda: checkpoint_folders(train), 300, "the train job wrote no checkpoint")
         assert _run(["scancel", first], cluster).returncode == 0
         assert _run(["scontrol", "update", f"nodename={node}", "state=drain", "reason=klrl-test"], cluster).returncode == 0
         _wait(lambda: not [job for job, in _squeue(cluster, "%i") if job == first], 60, "the cancelled job stayed")
-        # The checkpoint the retry resumes from: a cancel between the write's two renames leaves
-        # only checkpoint.prev.pt and checkpoint.pt.tmp, so read it as the trainer does.
-        state = load_checkpoint(train)
-        assert state is not None, "the train job finished before it was cancelled"
-        reached = state["step"]
+        # The checkpoint the retry resumes from: the newest committed one (a cancel mid-write
+        # leaves a step-<n>.tmp folder, which the trainer does not read).
+        committed = checkpoint_folders(train)
+        assert committed, "the train job finished before it was cancelled"
+        reached = int(committed[0].name.removeprefix("step-"))
         before = [line for line in (train / "metrics.jsonl").read_text().splitlines() if json.loads(line)["step"] < reached]
         retry = _wait(lambda: [row for row in _squeue(cluster, "%i|%T|%r") if row[0] != first], 180, "the job was not resubmitted")[0]
         assert retry[1] == "PENDING", retry  # the node is drained

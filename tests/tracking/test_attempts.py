@@ -23,6 +23,7 @@ from klrl.cli import main as klrl
 from klrl.tracking.grid import track_grid
 from klrl.tracking.reconcile import reconcile
 from klrl.training.attempt import begin_attempt
+from klrl.training.checkpoint import checkpoint_folders
 from klrl.training.config import TrainConfig
 from klrl.tracking.runs import Tracker, tracker_from_args
 from klrl.training.record import write_status
@@ -137,7 +138,7 @@ def test_a_killed_trainer_is_ended_by_reconcile_and_a_rerun_continues_its_run(se
     with (tmp_path / "train.log").open("wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 300
-    while not ((out / "checkpoint.pt").exists() and (out / "metrics.jsonl").exists()) and process.poll() is None and time.monotonic() < deadline:
+    while not (checkpoint_folders(out) and (out / "metrics.jsonl").exists()) and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     process.send_signal(signal.SIGKILL)
     assert process.wait() == -signal.SIGKILL, (tmp_path / "train.log").read_text()[-2000:]

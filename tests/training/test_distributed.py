@@ -14,6 +14,7 @@ import pytest
 import torch
 import yaml
 from klrl.training import distributed
+from klrl.training.checkpoint import checkpoint_folders
 from klrl.training.distributed import local_rows
 from klrl.training.sampling import HFSampler
 from klrl.training.trainer import Trainer
@@ -83,7 +84,7 @@ def _assert_a_plain_model_folder(train: Path) -> None:
     config = json.loads((train / "final" / "config.json").read_text())
     assert config["architectures"] == ["LlamaForCausalLM"]
     assert json.loads((train / "status.json").read_text())["status"] == "completed"
-    assert not (train / "checkpoint.pt").exists()
+    assert not (train / "checkpoints").exists()
 
 
 def test_local_rows_split_whole_groups_in_rank_order():
@@ -148,23 +149,32 @@ def test_two_processes_train_like_one_off_policy(tiny_base, arith_data, tmp_path
     _assert_a_plain_model_folder(pair)
 
 
+RESUMES = {"2 processes, crash, 2 resume": (TORCHRUN, TORCHRUN), "2 write, 1 resumes": (TORCHRUN, []), "1 writes, 2 resume": ([], TORCHRUN)}
+
+
 @pytest.mark.slow  # torchrun: two processes
-def test_two_processes_resume_after_a_crash_like_an_uninterrupted_run(tiny_base, arith_data, tmp_path):
-    """Rank 0 dies right after the step-2 checkpoint (full weights, optimizer, the lag queue);
-    torchrun stops the other process; the same command resumes and ends where one process
-    running uninterrupted ends."""
+@pytest.mark.parametrize("writers, readers", RESUMES.values(), ids=RESUMES.keys())
+def test_a_crashed_run_resumes_under_any_process_count_like_an_uninterrupted_run(tiny_base, arith_data, tmp_path, writers, readers):
+    """The process writing the step-2 checkpoint dies right after it (each process's shards of
+    the weights, the AdamW moments, the lag queue); the same cell resumed by 2 processes, or by
+    another count than wrote it (DCP reshards on load), ends where one process running
+    uninterrupted ends. Two processes write and read DTensor shards, one process plain tensors."""
     settings = _settings(tiny_base, arith_data, kl="k3-loss", beta=0.1, async_lag=1, steps=4, checkpoint_every=2)
     single = tmp_path / "single"
     _train(single, settings, [sys.executable], [str(PARITY_CLI)])
     cut = tmp_path / "cut"
-    (cut).mkdir()
+    cut.mkdir()
     (cut / "cell.yaml").write_text(yaml.safe_dump(settings))
-    command = [*TORCHRUN, str(PARITY_CLI), "train", "--config", str(cut / "cell.yaml"), "--out", str(cut / "train")]
+    command = [*(writers or [sys.executable]), str(PARITY_CLI), "train", "--config", str(cut / "cell.yaml"), "--out", str(cut / "train")]
     env = os.environ | {"OMP_NUM_THREADS": "1", "KLRL_TEST_CRASH_AT": "2"}
     crashed = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False)
     assert crashed.returncode != 0
-    assert (cut / "train" / "checkpoint.pt").exists() and not (cut / "train" / "status.json").exists()
-    _train(cut, settings, TORCHRUN, [str(PARITY_CLI)])
+    assert [path.name for path in checkpoint_folders(cut / "train")] == ["step-00000002"] and not (cut / "train" / "status.json").exists()
+    shard_files = sorted(path.name for path in (cut / "train" / "checkpoints" / "step-00000002").glob("*.distcp"))
+    assert shard_files == (["__0_0.distcp", "__1_0.distcp"] if writers else ["__0_0.distcp"])  # one file per writing process
+    before = [record for record in read_metrics(cut / "train" / "metrics.jsonl") if record["step"] < 2]
+    _train(cut, settings, readers or [sys.executable], [str(PARITY_CLI)])
+    assert [record for record in read_metrics(cut / "train" / "metrics.jsonl") if record["step"] < 2] == before  # resumed, not redone: the same timings
     _assert_same_metrics(single / "train", cut / "train", rel=1e-4)
     _assert_same_weights(single / "train", cut / "train", atol=1e-5)
 

@@ -14,6 +14,7 @@ from transformers import AutoModelForCausalLM
 from klrl.kl import kl_terms
 from klrl.objectives import aggregate
 from klrl.training import trainer as trainer_module
+from klrl.training.checkpoint import checkpoint_folders
 from klrl.training.sampling import HFSampler
 from klrl.training.scoring import completion_logits, token_logp
 from klrl.training.record import read_metrics
@@ -166,7 +167,7 @@ def test_resume_after_a_real_kill_equals_an_uninterrupted_run(tiny_base, arith_d
     process.kill()
     process.wait()
     assert not (cut / "status.json").exists(), "the run finished before it could be killed"
-    assert (cut / "checkpoint.pt").exists()
+    assert [path.name for path in checkpoint_folders(cut)] == ["step-00000014", "step-00000007"]
     subprocess.run([*command, str(cut)], check=True, capture_output=True)
 
     whole = load_file(tmp_path / "whole" / "final" / "model.safetensors")
@@ -174,7 +175,7 @@ def test_resume_after_a_real_kill_equals_an_uninterrupted_run(tiny_base, arith_d
     assert all(torch.equal(whole[name], resumed[name]) for name in whole)
     assert _strip_times(read_metrics(cut / "metrics.jsonl")) == _strip_times(read_metrics(tmp_path / "whole" / "metrics.jsonl"))
     assert json.loads((cut / "status.json").read_text())["status"] == "completed"
-    assert not (cut / "checkpoint.pt").exists()
+    assert not (cut / "checkpoints").exists()
 
 
 @pytest.mark.parametrize("lag", [0, 2])

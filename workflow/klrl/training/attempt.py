@@ -25,13 +25,13 @@ import yaml
 
 from klrl.files import write_atomic
 from klrl.paths import CONFIG, FINAL, METRICS, RUN_RECORD, STATUS
-from klrl.training.checkpoint import NAME, PREVIOUS
+from klrl.training.checkpoint import FOLDER, LEGACY
 from klrl.training.config import TrainConfig, load_config
 
 HOW_FIELDS = ("threads", "device", "activation_checkpointing", "reference_offload")
 SUPERSEDED = "superseded"
 # config.yaml last: a move killed half-way leaves it, so the next start finishes the move
-ATTEMPT_FILES = (METRICS, NAME, PREVIOUS, NAME + ".tmp", STATUS, FINAL, RUN_RECORD, CONFIG)
+ATTEMPT_FILES = (METRICS, FOLDER, *LEGACY, STATUS, FINAL, RUN_RECORD, CONFIG)
 
 
 def attempt_id(config: TrainConfig) -> str:

@@ -9,9 +9,12 @@ group of its own.
 `Processes.shard` applies `torch.distributed.fsdp.fully_shard` to each decoder layer, then to the
 root. The parameters stay float32 (the master weights the optimizer updates); with bf16 they
 are all-gathered in bfloat16 for compute and gradients are reduce-scattered in float32.
-State leaves or enters a model in two forms: the full state (unsharded, on the CPU, rank 0's
-copy; what checkpoints and the final model hold) and each rank's local shards (what the
-off-policy trainer keeps in memory for its stale weights).
+A sharded model is built on the meta device in every process and given its weights by rank 0
+(`load_from_main`): one host copy of the model per node, not one per process. State leaves or
+enters a model in three forms: the full state (unsharded, on the CPU, rank 0's copy; what final/
+holds), each process's shards by name (`model_state`, `optimizer_state`: what checkpoints write,
+DTensors that torch.distributed.checkpoint reshards), and each rank's local shards as plain
+tensors (what the off-policy trainer keeps in memory for its stale weights).
 
 FSDP all-gathers a layer's weights before each of its forwards and frees them after. A decoding
 loop runs one forward per new token, so `Processes.gathered` holds the weights unsharded for the
@@ -39,9 +42,9 @@ from torch.distributed.fsdp import (
 from torch.distributed.tensor import DTensor
 
 
-def _sharded_state_api():
-    """torch.distributed.checkpoint.state_dict, imported only for sharded models: importing it
-    costs about 0.8 s, a twentieth of a single-process toy train job."""
+def _state_api():
+    """torch.distributed.checkpoint.state_dict, imported only when a model is sharded or state is
+    checkpointed: importing it costs about 0.8 s, a twentieth of a single-process toy train job."""
     from torch.distributed.checkpoint import state_dict
 
     return state_dict
@@ -148,35 +151,61 @@ class Processes:
 
     # ------------------------------------------------------------------ state
     def full_state(self, model: torch.nn.Module) -> dict:
-        """The model's unsharded weights on the CPU (a copy) on rank 0, {} on the other ranks.
-        Collective: every rank calls it."""
+        """The model's unsharded weights on the CPU (a copy) on rank 0, {} on the other ranks:
+        what final/ holds. Collective: every rank calls it."""
         if not self.sharded:
             return {name: tensor.detach().to("cpu", copy=True) for name, tensor in model.state_dict().items()}
-        api = _sharded_state_api()
+        api = _state_api()
         return api.get_model_state_dict(model, options=api.StateDictOptions(full_state_dict=True, cpu_offload=True))
 
-    def load_full_state(self, model: torch.nn.Module, state: dict) -> None:
-        """Load unsharded weights (every rank passes the same full state)."""
-        if not self.sharded:
-            model.load_state_dict(state)
-            return
+    def load_from_main(self, model: torch.nn.Module, source: torch.nn.Module | None, mixed_precision: str = "none", offload: bool = False) -> torch.nn.Module:
+        """`model`, built on the meta device with the architecture of rank 0's `source`, sharded
+        and given `source`'s weights and buffers: rank 0 broadcasts one tensor at a time and every
+        process keeps its own shard, so N processes cost one host copy of the model (rank 0's),
+        not N. Collective; `source` is None on the other ranks."""
+        self.shard(model, mixed_precision, offload)
+        model.to_empty(device="cpu" if offload else self.device)
+        api = _state_api()
+        weights = source.state_dict() if self.is_main else {}
+        api.set_model_state_dict(model, weights, options=api.StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+        own_buffers = dict(source.named_buffers()) if self.is_main else {}
+        with torch.no_grad():
+            for name, buffer in model.named_buffers():  # non-persistent ones (rotary frequencies) are in no state dict
+                if self.is_main:
+                    buffer.copy_(own_buffers[name])
+                self.broadcast(buffer)
+        return model
+
+    def model_state(self, model: torch.nn.Module) -> dict:
+        """The model's weights as this process holds them, by name, without a copy: DTensors of
+        its shards when sharded, plain tensors otherwise (what a checkpoint writes)."""
+        return _state_api().get_model_state_dict(model)
+
+    def load_model_state(self, model: torch.nn.Module, state: dict) -> None:
+        """Weights in `model_state`'s form (of any sharding DCP has resharded them to) into `model`."""
         reshard(model)
-        api = _sharded_state_api()
-        api.set_model_state_dict(model, state, options=api.StateDictOptions(full_state_dict=True))
+        _state_api().set_model_state_dict(model, state)
 
-    def full_optimizer_state(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
-        """The optimizer's unsharded state on rank 0, {} elsewhere. Collective."""
-        if not self.sharded:
-            return optimizer.state_dict()
-        api = _sharded_state_api()
-        return api.get_optimizer_state_dict(model, optimizer, options=api.StateDictOptions(full_state_dict=True, cpu_offload=True))
+    def optimizer_state(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+        """The optimizer's state as this process holds it, keyed by parameter name: {"state": its
+        tensors (shards when sharded), "param_groups": plain values}. A fresh optimizer's state is
+        first made (a step with zero gradients and learning rate), so that it can be read into."""
+        return _state_api().get_optimizer_state_dict(model, optimizer)
 
-    def load_full_optimizer_state(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict) -> None:
+    def load_optimizer_state(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict) -> None:
+        _state_api().set_optimizer_state_dict(model, optimizer, state)
+
+    def as_model_state(self, model: torch.nn.Module, shards: dict[str, torch.Tensor]) -> dict:
+        """`local_state` shards in `model_state`'s form: DTensors laid out as `model`'s weights
+        (a model sharded the same way) when sharded, so that a checkpoint can reshard them."""
         if not self.sharded:
-            optimizer.load_state_dict(state)
-            return
-        api = _sharded_state_api()
-        api.set_optimizer_state_dict(model, optimizer, state, options=api.StateDictOptions(full_state_dict=True))
+            return shards
+        return {
+            name: DTensor.from_local(shards[name], like.device_mesh, like.placements, shape=like.shape, stride=like.stride(), run_check=False)
+            if isinstance(like, DTensor)
+            else shards[name]
+            for name, like in model.state_dict().items()
+        }
 
 
 def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
@@ -203,7 +232,12 @@ def _local(tensor: torch.Tensor) -> torch.Tensor:
 
 def local_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """A CPU copy of this rank's shard of every weight (all of it when not sharded)."""
-    return {name: _local(tensor).detach().to("cpu", copy=True) for name, tensor in model.state_dict().items()}
+    return local_shards(model.state_dict())
+
+
+def local_shards(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A CPU copy of this rank's shard of every tensor of a state dict (DTensors or plain)."""
+    return {name: _local(tensor).detach().to("cpu", copy=True) for name, tensor in state.items()}
 
 
 @torch.no_grad()

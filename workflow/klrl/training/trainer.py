@@ -31,13 +31,14 @@ seeded generator, and rank 0's tokens broadcast at each decoding step); with vll
 engine generates only its share. Each process keeps its own P/W groups for the scores,
 the advantages (within a group, so local) and the loss; FSDP averages the gradients, which with
 equal shares is the gradient of the whole batch. Metrics are averaged over processes; rank 0
-alone writes files and logs to MLflow. The off-policy queue holds each process's own shards;
-checkpoints and final/ hold full weights. With `mixed_precision: bf16` (FSDP even in one
+alone writes files and logs to MLflow. Rank 0 alone reads the base model and hands every process
+its shards. The off-policy queue holds each process's own shards, and each process writes its own
+shards into a checkpoint; final/ holds full weights. With `mixed_precision: bf16` (FSDP even in one
 process) the model computes in bfloat16 over float32 master weights.
 
 Files in the output folder: metrics.jsonl (one line per step), status.json (completed or
 diverged, with the step and reason; written atomically after final/), config.yaml (resolved),
-checkpoint.pt and checkpoint.prev.pt while running (klrl.training.checkpoint), final/ (the
+checkpoints/step-<n>/ (the last two) while running (klrl.training.checkpoint), final/ (the
 trained model and tokenizer). Re-running the same command resumes from the
 checkpoint, or does nothing when status.json says the cell is finished; `klrl train` with a
 changed configuration first moves the old attempt's files aside (klrl.training.attempt).
@@ -53,7 +54,7 @@ from pathlib import Path
 
 import torch
 from tqdm import tqdm
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from klrl.paths import CONFIG, FINAL, METRICS, STATUS
 from klrl.rewards import get_reward
@@ -63,7 +64,7 @@ from klrl.training import distributed
 from klrl.training.attempt import write_config
 from klrl.training.checkpoint import load_checkpoint, remove_checkpoints, save_checkpoint
 from klrl.training.config import TrainConfig
-from klrl.training.distributed import load_local_state, local_rows, local_state
+from klrl.training.distributed import load_local_state, local_rows, local_shards, local_state
 from klrl.training.periodic_eval import pass_at_1
 from klrl.training.prompts import PromptSchedule, encode_prompts, stop_token_ids
 from klrl.training.sampling import HFSampler, Rollout, completion_texts
@@ -90,9 +91,11 @@ class Trainer:
         self.tracker = (tracker or Tracker()) if self.procs.is_main else Tracker()
         self.rows = self._local_rows()
         self.tokenizer = AutoTokenizer.from_pretrained(config.base_model, revision=config.base_revision)
-        self.policy = self._model(trainable=True)
-        self.reference = self._model(offload=config.reference_offload)
-        self.behaviour = self._model() if config.async_lag else None
+        source = self._base_model() if self.procs.sharded and self.procs.is_main else None  # rank 0's one host copy
+        self.policy = self._model(source, trainable=True)
+        self.reference = self._model(source, offload=config.reference_offload)
+        self.behaviour = self._model(source) if config.async_lag else None
+        del source
         self.optimizer = torch.optim.AdamW(
             self.policy.parameters(), lr=config.lr, weight_decay=config.weight_decay, betas=config.adam_betas
         )
@@ -143,45 +146,66 @@ class Trainer:
             raise ValueError(f"minibatches={config.minibatches} must divide each of the {world} processes' {config.prompts_per_step // world * config.group_size} rows")
         return local_rows(config.prompts_per_step * config.group_size, config.group_size, self.procs.rank, world)
 
-    def _model(self, trainable: bool = False, offload: bool = False) -> torch.nn.Module:
-        """The base model in float32 on this process's device, sharded in distributed mode;
-        frozen unless trainable."""
-        model = AutoModelForCausalLM.from_pretrained(self.config.base_model, revision=self.config.base_revision, dtype=torch.float32)
+    def _base_model(self) -> torch.nn.Module:
+        config = self.config
+        return AutoModelForCausalLM.from_pretrained(config.base_model, revision=config.base_revision, dtype=torch.float32)
+
+    def _model(self, source: torch.nn.Module | None, trainable: bool = False, offload: bool = False) -> torch.nn.Module:
+        """The base model in float32 on this process's device; frozen unless trainable. In
+        distributed mode it is built on the meta device and sharded, and rank 0's `source` (the
+        base model, read once) gives every process its shards."""
+        config = self.config
+        if self.procs.sharded:
+            with torch.device("meta"):
+                model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(config.base_model, revision=config.base_revision), dtype=torch.float32)
+        else:
+            model = self._base_model()
         if not trainable:
             model.eval().requires_grad_(False)
-        elif self.config.activation_checkpointing:
+        elif config.activation_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        return self.procs.shard(model, self.config.mixed_precision, offload)
+        if not self.procs.sharded:
+            return self.procs.shard(model)
+        if source is not None:
+            model.generation_config = source.generation_config  # what final/ saves
+        return self.procs.load_from_main(model, source, config.mixed_precision, offload)
 
     # ----------------------------------------------------------------- state
+    def _training_state(self) -> dict:
+        """What a checkpoint holds, each tensor this process's shards: the policy, the AdamW
+        moments, the stale-policy queue (laid out like the policy); and the plain values."""
+        procs = self.procs
+        optimizer = procs.optimizer_state(self.policy, self.optimizer)
+        tensors = {
+            "policy": procs.model_state(self.policy),
+            "optimizer": optimizer["state"],
+            "history": {str(index): procs.as_model_state(self.policy, weights) for index, weights in enumerate(self.history)},
+        }
+        plain = {"scheduler": self.scheduler.state_dict(), "param_groups": optimizer["param_groups"], "history_length": len(self.history)}
+        return {"step": self.step, "tensors": tensors, "plain": plain}
+
     def _restore(self) -> None:
-        state = load_checkpoint(self.out_dir)
+        """Resume from the newest readable checkpoint, if any (each process reads its own shards)."""
+
+        def layout(plain: dict) -> dict:  # the tensors to read, shaped as this process holds them
+            tensors = self._training_state()["tensors"]
+            return tensors | {"history": {str(index): tensors["policy"] for index in range(plain["history_length"])}}
+
+        state = load_checkpoint(self.out_dir, layout)
         if state is None:
+            self.optimizer.state.clear()  # reading the layout made a fresh optimizer's state: start as new
             return
-        self.procs.load_full_state(self.policy, state["policy"])
-        self.procs.load_full_optimizer_state(self.policy, self.optimizer, state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
+        tensors, plain = state["tensors"], state["plain"]
+        self.procs.load_model_state(self.policy, tensors["policy"])
+        self.procs.load_optimizer_state(self.policy, self.optimizer, {"state": tensors["optimizer"], "param_groups": plain["param_groups"]})
+        self.scheduler.load_state_dict(plain["scheduler"])
         self.history.clear()
-        for weights in state["history"]:  # full weights, sharded through μ's model
-            self.procs.load_full_state(self.behaviour, weights)
-            self.history.append(local_state(self.behaviour))
+        self.history.extend(local_shards(tensors["history"][str(index)]) for index in range(plain["history_length"]))
         self.step = state["step"]
 
     def _checkpoint(self) -> None:
-        """Full weights and optimizer state, written by rank 0 (every rank takes part)."""
-        history = []
-        for weights in self.history:  # local shards, gathered through μ's model
-            load_local_state(self.behaviour, weights)
-            history.append(self.procs.full_state(self.behaviour))
-        state = {
-            "step": self.step,
-            "policy": self.procs.full_state(self.policy),
-            "optimizer": self.procs.full_optimizer_state(self.policy, self.optimizer),
-            "scheduler": self.scheduler.state_dict(),
-            "history": history,
-        }
-        if self.procs.is_main:
-            save_checkpoint(self.out_dir, state)
+        """Every process writes its own shards of the training state (klrl.training.checkpoint)."""
+        save_checkpoint(self.out_dir, self._training_state(), is_main=self.procs.is_main, barrier=self.procs.barrier)
 
     # ------------------------------------------------------------------ loop
     def run(self) -> str:
