@@ -19,9 +19,10 @@ train/metrics.jsonl and eval/results.json + eval/samples/, each base model's eva
   paper_comparison  the paper's published findings beside ours, with the scale of each
   table2            how to get each configuration in verl, OpenRLHF, TRL and SkyRL
   toy_bias.csv      a copy of the toy study's table, for the figures
-  claims            each paper claim as a declared comparison between cells (klrl.verdicts): effect,
-                    interval, p-value and verdict (reproduced / contradicted / inconclusive /
-                    not in this grid)
+  claims            each paper claim as a declared comparison between cells (klrl.claims,
+                    klrl.verdicts): test (t or exact), collapsed seeds, effect, interval, raw and
+                    Holm-adjusted p, verdict (reproduced / contradicted / inconclusive / at floor /
+                    not in this grid) and its reason
   variance          per model × evaluation task: the seed-to-seed and seed × problem SDs of pass@1
                     that the claims' intervals pool, for sizing seeds (`klrl power seeds`)
 
