@@ -207,12 +207,13 @@ def test_readme_results_rewrites_only_the_claims_block_from_the_table(planted_gr
     main_table = (root / "tables" / "main.md").read_text()
     assert text.split("<!-- table:study:main:begin -->\n")[1].split("\n", 2)[2] == main_table.rstrip("\n") + "\n<!-- table:study:main:end -->\nend\n"
     assert "hand-written" not in text and "typed" not in text
-    assert "`config/study.yaml` at commit `abc1234` (run time 2 h 40 min)" in text
+    assert ("of the run of `config/study.yaml` (run time 2 h 40 min). Cells trained at commit `abc1234` (the cells record "
+            "no commit of their own). No plan was recorded before this run; its analysis plan hashes to `") in text
     claims = pd.read_csv(root / "tables" / "claims.csv")
     row = claims[claims["claim"] == "k1-reward-beats-k3-loss-in"].iloc[0]
     line = next(line for line in text.splitlines() if line.startswith("- K1 in the reward ≥ K3 in the loss, in domain"))
     assert f"**reproduced**, {row['comparison']} on arith (in domain), β 0.1:" in line
-    assert f"effect {row['effect']:+.3f}, 95% interval [{row['ci_lo']:.3f}, {row['ci_hi']:.3f}]" in line
+    assert f"effect {row['effect']:+.3f}, 95% interval [{row['ci_lo']:.3f}, {row['ci_hi']:.3f}], p {row['p']:.3g} (Holm {row['p_adjusted']:.3g})" in line
     assert "- off-policy, K1 in the loss falls behind K1 in the reward (seeds that did not collapse): **not in this grid**" in text
     assert sum(line.startswith("- ") for line in text.splitlines()) == len(claims)
     readme.write_text("<!-- claims:study:begin -->\n<!-- claims:study:end -->\n<!-- table:study:nonesuch:begin -->\n<!-- table:study:nonesuch:end -->\n")

@@ -25,6 +25,7 @@ from klrl.contrasts import Contrast
 ALPHA = 0.05  # family-wise error rate (Holm)
 CORRECTION = "Holm"
 POWER = 0.8  # the power the seeds-for-equivalence column is sized for
+REACHABLE_SEEDS = 32  # seeds per configuration beyond which a row says its power is out of reach (klrl power's ceiling)
 
 
 def mean_test(claim: Claim, tested: Contrast) -> dict:

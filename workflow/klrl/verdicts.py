@@ -111,7 +111,12 @@ class ScoreIndex:
             below = own is not None and base is not None and below_collapse(own.mean(), base.reindex(own.index).mean())
             self.collapsed.setdefault((model, key), {})[tags["seed"]] = results.status(cell)["status"] == "diverged" or below
 
-    def term(self, model: str, task: str, key: tuple, weight: float, label: str) -> TermScores | None:
+    def term(self, model: str, task: str | None, key: tuple, weight: float, label: str) -> TermScores | None:
+        """A configuration's scores on `task`; task None: only which seeds collapsed (a rate
+        claim needs no scores: a diverged cell that was never evaluated still counts)."""
+        if task is None:
+            flags = self.collapsed.get((model, key))
+            return None if not flags else TermScores(weight, label, np.empty((len(flags), 0)), np.array([flags[s] for s in sorted(flags)]))
         seeds = self.configs[(model, task)].get(key)
         if not seeds:
             return None
@@ -138,7 +143,7 @@ def _matrix(seeds: dict[int, pd.Series]) -> np.ndarray:
     return np.stack([frame.to_numpy() for frame in frames])
 
 
-def _values(claim: Claim, configs: dict, axis: str) -> tuple[list, str]:
+def _values(claim: Claim, configs, axis: str) -> tuple[list, str]:
     """The β (or lag) values common to the claim's configurations (or, for a growth claim, each
     step between neighbouring values), and how terms pick them."""
     position = {"beta": 1, "lag": 3}[axis]
@@ -164,11 +169,14 @@ def _key(term: Term, beta, lag, beta_mode: str, lag_mode: str) -> tuple:
 
 def _terms(claim: Claim, index: ScoreIndex, model: str, task: str, keys: list) -> list[TermScores] | None:
     """The claim's terms on one evaluation set, or None when a configuration (or the base) is missing."""
-    terms = [None if term.kl == "base" else index.term(model, task, key, term.weight, term.label())
+    scores_of = None if claim.test == "rate" else task
+    terms = [None if term.kl == "base" else index.term(model, scores_of, key, term.weight, term.label())
              for term, key in zip(claim.terms, keys)]
     cells = [t for t in terms if t is not None]
     if len(cells) < sum(term.kl != "base" for term in claim.terms):
         return None
+    if claim.test == "rate":
+        return terms
     problems = next(iter(index.configs[(model, task)][next(k for k in keys if k)].values())).index
     for position, term in enumerate(claim.terms):
         if term.kl == "base":
@@ -190,7 +198,7 @@ def claim_rows(results) -> list[dict]:
         for model, task in index.configs:
             if (claim.domain == "in") != (index.in_domain.get(model) == task):
                 continue
-            configs = index.configs[(model, task)]
+            configs = index.configs[(model, task)] if claim.test == "mean" else [key for m, key in index.collapsed if m == model]
             betas, beta_mode = _values(claim, configs, "beta")
             lags, lag_mode = _values(claim, configs, "lag")
             for beta, lag in itertools.product(betas, lags):
