@@ -79,9 +79,11 @@ class Scenario:
 
 def survivor_effect(scenario: Scenario, effect: float, collapse: float) -> float:
     """The effect of the seeds that do not collapse, so that a configuration collapsing with
-    probability `collapse` has population pass@1 base_rate + effect."""
-    if not 0 <= collapse < 1:
-        raise ValueError(f"collapse probability {collapse} is not in [0, 1)")
+    probability `collapse` has population pass@1 base_rate + effect (0 when every seed collapses)."""
+    if not 0 <= collapse <= 1:
+        raise ValueError(f"collapse probability {collapse} is not in [0, 1]")
+    if collapse == 1:
+        return 0.0
     target = scenario.base_rate + effect
     return (target - collapse * scenario.collapsed_rate) / (1 - collapse) - scenario.base_rate
 
