@@ -66,3 +66,11 @@ def test_cells_are_grouped_by_commit_in_the_order_they_finished():
         {"commit": "a", "cells": 1, "first_finished": "2026-12-01", "last_finished": "2026-12-01"},
         {"commit": "b", "cells": 2, "first_finished": "2026-12-02", "last_finished": "2026-12-03"},
         {"commit": "unrecorded", "cells": 1, "first_finished": "", "last_finished": ""}]
+
+
+def test_plan_refuses_a_config_without_an_experiment_in_one_line(tmp_path, capsys):
+    config = tmp_path / "config.yaml"
+    config.write_text("groups: []\n")
+    assert main(["plan", "--config", str(config)]) == 2
+    assert capsys.readouterr().err == ("klrl plan: error: plan: the config has no `experiment` (a workflow config, e.g. "
+                                       "config/study.yaml) (--debug for the traceback)\n")
