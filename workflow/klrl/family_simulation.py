@@ -1,7 +1,7 @@
 """Synthetic families of claims-table rows under bimodal collapse, decided as a run decides them.
 
 Each synthetic grid (klrl.simulation) has configurations whose seeds collapse with a probability;
-its rows go through the same code as a run's (klrl.verdicts.test_row, decide_family): a seed
+its rows go through the same code as a run's (klrl.verdicts.tested_row, decide_family): a seed
 is collapsed when its pass@1 is below half the base's (the base: `base_rate`), mean rows
 compare the seeds that did not collapse, rate rows the collapse counts, and the family is
 Holm-corrected. `klrl power collapse` and the planted-effect tests measure with it:
@@ -30,7 +30,7 @@ from klrl.contrasts import SeedPool, contrast
 from klrl.family import ALPHA, mean_test
 from klrl.outcomes import below_collapse
 from klrl.simulation import Scenario, simulate_grid
-from klrl.verdicts import TermScores, decide_family, test_row
+from klrl.verdicts import TermScores, decide_family, tested_row
 
 DECISIVE = ("reproduced", "contradicted")
 GREATER = Claim("planted-greater", "first > second", (Term(1, "first"), Term(-1, "second")), "in", "greater")
@@ -62,7 +62,7 @@ def decide_grid(scenario: Scenario, design: Design, grid: list[np.ndarray]) -> l
     """The design's rows on one grid, tested and decided as one Holm-corrected family."""
     survivors = [m[[not below_collapse(mean, scenario.base_rate) for mean in m.mean(1)]] for m in grid]
     pool = SeedPool.from_matrices(survivors)
-    rows = [{"claim": claim.name} | test_row(claim, _terms(scenario, claim, grid, indices), pool) for claim, indices in design.rows]
+    rows = [{"claim": claim.name} | tested_row(claim, _terms(scenario, claim, grid, indices), pool) for claim, indices in design.rows]
     return decide_family(rows, tuple({claim.name: claim for claim, _ in design.rows}.values()))
 
 

@@ -59,7 +59,7 @@ class TermScores:
         return ""
 
 
-def test_row(claim: Claim, terms: list[TermScores], pool: SeedPool) -> dict:
+def tested_row(claim: Claim, terms: list[TermScores], pool: SeedPool) -> dict:
     """The raw test of one row: effect, interval, p, and the floor reason that keeps it out of the family."""
     seeds = [len(t.collapsed) for t in terms if not t.fixed]
     counts = [int(t.collapsed.sum()) for t in terms if not t.fixed]
@@ -209,7 +209,7 @@ def claim_rows(results) -> list[dict]:
                 found = True
                 rows.append({"claim": claim.name, "paper": claim.paper, "comparison": claim.comparison(), "model": model,
                              "task": task, "domain": claim.domain, "beta": _describe(beta), "lag": _describe(lag)}
-                            | test_row(claim, terms, index.pool(model, task)))
+                            | tested_row(claim, terms, index.pool(model, task)))
         if not found:
             rows.append({"claim": claim.name, "paper": claim.paper, "comparison": claim.comparison(), "domain": claim.domain,
                          "verdict": "not in this grid"})
