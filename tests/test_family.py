@@ -24,12 +24,14 @@ def _null_family(planted: float = 0.0) -> Design:
     return Design(effects, (0.0,) * 31, tuple((GREATER, (i, 0)) for i in range(1, 31)))
 
 
+@pytest.mark.slow
 def test_a_null_family_of_30_rows_holds_the_family_wise_error_rate():
     verdicts = simulate_verdicts(SCENARIO, _null_family(), GRIDS, seed=1)
     any_false = np.isin(verdicts, DECISIVE).any(axis=1).mean()
     assert any_false <= ALPHA  # without the correction about 1 − 0.95^30 ≈ 0.8 of the families
 
 
+@pytest.mark.slow
 def test_a_planted_effect_of_010_is_found_among_29_null_rows():
     """At 8 seeds (seed SD 0.03) the +0.10 row survives the correction over 30 rows in 93% of
     grids (55% at 5 seeds: the correction costs seeds)."""
