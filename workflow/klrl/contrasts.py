@@ -18,7 +18,8 @@ pooled over every configuration of the same evaluation set (`SeedPool`: the seed
 taken as a property of the training recipe and task), but never taken below c's own estimate:
 a configuration whose seeds disagree (one collapsed, one not) keeps its own, larger spread with
 its own n_c − 1 degrees of freedom (the pooled terms are one estimate: their shares add
-before the Satterthwaite degrees of freedom are taken).
+before the Satterthwaite degrees of freedom are taken). The claims table (klrl.verdicts) gives
+this module only the seeds that did not collapse, and pools over those.
 σ²_interaction is the variance over problems of the contrast's per-problem means, less e's share
 (estimated from the two-way residuals, floored at 0). The degrees of freedom are
 Welch-Satterthwaite's; intervals and p-values are the t distribution's. The base model is
