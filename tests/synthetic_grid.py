@@ -4,7 +4,9 @@ Every cell of the default grid gets a plausible curve and evaluation, written in
 `klrl aggregate` reads, with the cases a figure must show: a configuration whose every seed
 diverged (K3 in reward on-policy, no KL off-policy), one seed of a configuration diverged (K1 in
 loss at the largest β), a configuration with no results at all (K2 in loss at the largest β),
-NaN values in a curve, and a toy table whose unbiased rows have a bias of exactly 0.
+NaN values in a curve, and a toy table whose unbiased rows have a bias of exactly 0. The analysis
+plan is recorded before any cell's files (klrl.plan); seed 0's cells trained at commit
+`aaaa111` on 2026-12-01, the others at `bbbb222` on 2026-12-02 (klrl.provenance).
 
     python tests/synthetic_grid.py OUT    # writes OUT/results/... and OUT/results/tables/
 """
@@ -22,6 +24,7 @@ import yaml
 from klrl.aggregate import aggregate
 from klrl.grid import expand_grid, settings_json
 from klrl.paths import Layout
+from klrl.plan import record_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = [0, 10, 20, 30, 40]
@@ -52,8 +55,10 @@ def _write_eval(folder: Path, scores: dict[str, float], rng: np.random.Generator
 def write_grid(out: Path) -> Path:
     """Writes the synthetic results under out/results and their tables under out/results/tables;
     returns the tables folder."""
-    cells = expand_grid(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()))
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cells = expand_grid(config)
     root = out / "results"
+    record_plan(config, Layout(root))
     largest = max(cell.beta for cell in cells.values())
     for cell in cells.values():
         settings = Layout(root).settings(cell.id)
@@ -67,7 +72,8 @@ def write_grid(out: Path) -> Path:
         if diverged:
             curve = [curve[0], curve[1] * 0.4, 0.02]
         train = settings.parent
-        status = {"status": "diverged" if diverged else "completed", "step": STEPS[len(curve) - 1], "reason": ""}
+        status = {"status": "diverged" if diverged else "completed", "step": STEPS[len(curve) - 1], "reason": "",
+                  "commit": "aaaa111" if cell.seed == 0 else "bbbb222", "finished": f"2026-12-0{1 + (cell.seed > 0)}T10:00:00+00:00"}
         (train / "status.json").write_text(json.dumps(status))
         (train / "config.yaml").write_text(yaml.safe_dump(cell.train))  # the resolved config the trainer writes
         records = []

@@ -28,7 +28,7 @@ PARTITIONS = {"KLRL_SLURM_ACCOUNT": "klrl", "KLRL_SLURM_PARTITION": "cpu", "KLRL
 FAST = ("--slurm-init-seconds-before-status-checks", "2")  # the plugin's default waits 40 s before the first check
 CONFIG = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
 PROFILE = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.yaml").read_text())
-LOCAL_RULES = {"track_grid", "cell_settings", "aggregate", "figure", "track_figures"}
+LOCAL_RULES = {"track_grid", "cell_settings", "plan", "aggregate", "figure", "track_figures"}
 
 
 @pytest.fixture(scope="module")

@@ -139,8 +139,8 @@ def test_the_paper_config_dry_runs_to_its_grid(tmp_path):
     assert counts["evaluate_base"] == 3
     assert counts["prepare_data"] == 5
     assert counts["figure"] == len(FIGURES)
-    assert counts["cell_settings"] == len(cells)
-    assert counts["total"] == 3 * len(cells) + 3 + 5 + len(FIGURES) + 5  # + track_grid, toy_bias, aggregate, track_figures, all
+    assert counts["cell_settings"] == len(cells) and counts["plan"] == 1
+    assert counts["total"] == 3 * len(cells) + 3 + 5 + len(FIGURES) + 6  # + plan, track_grid, toy_bias, aggregate, track_figures, all
     assert "gpu=8" in result.stdout and "gpu=4" in result.stdout
 
 

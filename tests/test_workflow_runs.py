@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 from klrl.grid import expand_grid, parse_cell_id
+from klrl.provenance import source_commit
 from klrl.ui_screenshots import CHROMIUM, capture
 from workflow_helpers import ROOT, copy_workflow, job_counts, load_config, snakemake
 from klrl.ui_server import mlflow_server as serve_mlflow
@@ -52,6 +53,10 @@ def test_the_ci_grid_runs_end_to_end(ci_run):
         assert cell["train_status"]["status"] == "completed"
     config = yaml.safe_load((ci_run / CI_OUT / "cells" / CI_CELLS[1] / "train" / "config.yaml").read_text())
     assert (config["async_lag"], config["kl"]["name"], config["advantage"]) == (1, "k3-loss", "group-mean")
+    plan = json.loads((ci_run / CI_OUT / "tables" / "plan.json").read_text())  # rule plan ran before the first train job
+    assert plan["followed"] and plan["fixed_before_results"] and [line["hash"] for line in plan["recorded"]] == [plan["hash"]]
+    provenance = pd.read_csv(ci_run / CI_OUT / "tables" / "provenance.csv")
+    assert list(provenance["commit"]) == [source_commit()] and list(provenance["cells"]) == [2]
     for rule in ("train", "evaluate"):
         assert (ci_run / CI_OUT / "benchmarks" / rule / f"{CI_CELLS[0]}.tsv").is_file()
         assert (ci_run / CI_OUT / "logs" / rule / f"{CI_CELLS[0]}.log").is_file()

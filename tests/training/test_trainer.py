@@ -17,6 +17,7 @@ from klrl.training import trainer as trainer_module
 from klrl.training.checkpoint import checkpoint_folders
 from klrl.training.sampling import HFSampler
 from klrl.training.scoring import completion_logits, token_logp
+from klrl.provenance import source_commit, utc_now
 from klrl.training.record import read_metrics
 from klrl.training.trainer import Trainer
 
@@ -127,6 +128,7 @@ def test_non_finite_loss_stops_the_cell_cleanly(tiny_base, arith_data, tmp_path,
     record = json.loads((tmp_path / "status.json").read_text())
     assert record["status"] == "diverged" and record["step"] == 0
     assert "non-finite" in record["reason"]
+    assert record["commit"] == source_commit() != "unknown" and record["finished"][:10] == utc_now()[:10]
     assert len(read_metrics(tmp_path / "metrics.jsonl")) == 1
     assert (tmp_path / "final" / "config.json").exists()
 

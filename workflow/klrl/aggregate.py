@@ -19,11 +19,16 @@ train/metrics.jsonl and eval/results.json + eval/samples/, each base model's eva
   paper_comparison  the paper's published findings beside ours, with the scale of each
   table2            how to get each configuration in verl, OpenRLHF, TRL and SkyRL
   toy_bias.csv      a copy of the toy study's table, for the figures
-  claims            each paper claim as a declared comparison between cells (klrl.verdicts): effect,
-                    interval, p-value and verdict (reproduced / contradicted / inconclusive /
-                    not in this grid)
+  claims            each paper claim as a declared comparison between cells (klrl.claims,
+                    klrl.verdicts): test (t or exact), collapsed seeds, effect, interval, raw and
+                    Holm-adjusted p, verdict (reproduced / contradicted / inconclusive / at floor /
+                    not in this grid) and its reason
   variance          per model × evaluation task: the seed-to-seed and seed × problem SDs of pass@1
                     that the claims' intervals pool, for sizing seeds (`klrl power seeds`)
+  provenance.csv    per commit the cells trained at: how many, first and last finishing date
+                    (klrl.provenance)
+  plan.json         the run's plan (klrl.plan) as the analysis ran it, its hash, the plans the
+                    workflow recorded before and during the run, and whether the analysis followed them
 
 A cell with no results is a row with status `missing`; a diverged cell keeps its status and
 whatever scores it has; no value is dropped silently. The tables go to the grid's MLflow run.
@@ -41,6 +46,8 @@ import pandas as pd
 import yaml
 
 from klrl.outcomes import LABELS, classify
+from klrl.plan import analysis_record
+from klrl.provenance import PROVENANCE_COLUMNS, commit_rows
 from klrl.files import read_jsonl
 from klrl.paths import Layout, samples_file
 from klrl.bootstrap import bootstrap_mean_ci
@@ -267,7 +274,9 @@ def aggregate(cells: list[str], out: Path, root: Path, scale: str = "toy") -> di
     tables["table2"] = pd.DataFrame(table2_rows())
     tables["claims"] = pd.DataFrame(claim_rows(results), columns=CLAIM_COLUMNS)
     tables["variance"] = pd.DataFrame(variance_rows(results), columns=VARIANCE_COLUMNS)
-    formats = {"scores": ("csv",), "curves": ("csv",), "claims": ("csv", "md"), "variance": ("csv", "md")}
+    tables["provenance"] = pd.DataFrame(commit_rows([results.status(cell) for cell in cells]), columns=PROVENANCE_COLUMNS)
+    (out / "plan.json").write_text(json.dumps(analysis_record(list(results.cells.values()), results.layout), indent=2) + "\n")
+    formats = {"scores": ("csv",), "curves": ("csv",), "claims": ("csv", "md"), "variance": ("csv", "md"), "provenance": ("csv",)}
     for name, frame in tables.items():
         write_table(frame, out, name, formats.get(name, ("csv", "md", "tex")))
     return tables

@@ -18,10 +18,11 @@ pooled over every configuration of the same evaluation set (`SeedPool`: the seed
 taken as a property of the training recipe and task), but never taken below c's own estimate:
 a configuration whose seeds disagree (one collapsed, one not) keeps its own, larger spread with
 its own n_c − 1 degrees of freedom (the pooled terms are one estimate: their shares add
-before the Satterthwaite degrees of freedom are taken).
+before the Satterthwaite degrees of freedom are taken). The claims table (klrl.verdicts) gives
+this module only the seeds that did not collapse, and pools over those.
 σ²_interaction is the variance over problems of the contrast's per-problem means, less e's share
 (estimated from the two-way residuals, floored at 0). The degrees of freedom are
-Welch-Satterthwaite's; intervals and one-sided p-values are the t distribution's. The base model is
+Welch-Satterthwaite's; intervals and p-values are the t distribution's. The base model is
 a configuration with one deterministic "seed": no seed term.
 
 Why not the two-level bootstrap of klrl.bootstrap: with 2-3 seeds it resamples among 3-10 seed
@@ -37,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as scipy_stats
+from scipy import special
 
 
 @dataclass(frozen=True)
@@ -78,14 +79,14 @@ class Contrast:
         """The two-sided t interval (NaN when there is no standard error)."""
         if not self.se > 0:
             return (self.effect, self.effect) if self.se == 0 else (np.nan, np.nan)
-        half = scipy_stats.t.ppf(0.5 + level / 2, self.df) * self.se
+        half = special.stdtrit(self.df, 0.5 + level / 2) * self.se  # the t quantile (scipy.stats.t.ppf, without its overhead)
         return float(self.effect - half), float(self.effect + half)
 
     def p_above(self, threshold: float) -> float:
         """One-sided p-value of 'the true contrast is ≤ threshold' (small: it is above)."""
         if not self.se > 0:
             return np.nan if np.isnan(self.se) else float(self.effect <= threshold)
-        return float(scipy_stats.t.sf((self.effect - threshold) / self.se, self.df))
+        return float(special.stdtr(self.df, -(self.effect - threshold) / self.se))  # the t survival function
 
     def p_below(self, threshold: float) -> float:
         """One-sided p-value of 'the true contrast is ≥ threshold' (small: it is below)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 DROP = 0.10
+COLLAPSE_FRACTION = 0.5  # collapsed: pass@1 below this fraction of the base model's
 LABELS = ("stable", "unstable", "collapsed", "missing")
 
 
@@ -40,8 +41,13 @@ def classify(status: str | None, curve: list[float], base: float | None = None) 
         return "missing"
     base = values[0] if base is None else base
     final, best = values[-1], max(values)
-    if final < 0.5 * base:
+    if below_collapse(final, base):
         return "collapsed"
     if final < best - DROP:
         return "unstable"
     return "stable"
+
+
+def below_collapse(score: float, base: float) -> bool:
+    """Whether a pass@1 is a collapse's: below COLLAPSE_FRACTION of the base model's."""
+    return score < COLLAPSE_FRACTION * base

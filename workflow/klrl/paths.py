@@ -12,6 +12,7 @@ and in an evaluation folder are the constants below.
       base/<model>/eval/results.json, samples/<task>.jsonl
       cells/<cell>/train/                                 settings.json, config.yaml, metrics.jsonl, status.json, final/, ...
       cells/<cell>/eval/results.json, samples/<task>.jsonl
+      plan.json, plans.jsonl                              the analysis plan (klrl.plan)
       toy/, tables/, figures/, mlflow/runs.json, logs/<rule>/..., benchmarks/<rule>/...
 """
 
@@ -97,6 +98,14 @@ class Layout:
 
     def figures(self, name: str = "") -> Path:
         return self.root / "figures" / name if name else self.root / "figures"
+
+    def plan(self) -> Path:
+        """The run's analysis plan with its hash (klrl plan), written before any cell trains."""
+        return self.root / "plan.json"
+
+    def plans(self) -> Path:
+        """Every plan the workflow recorded for this experiment, one line each (klrl plan)."""
+        return self.root / "plans.jsonl"
 
     def runs_file(self) -> Path:
         """The grid's MLflow runs (klrl track-grid)."""

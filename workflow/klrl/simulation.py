@@ -9,7 +9,12 @@ with b_j ~ N(0, problem_sd²) shared by every configuration (the same evaluation
 u_cs ~ N(0, σ_u²) the seed effect, i_cj ~ N(0, interaction_sd²) a configuration's own
 problem-specific effect. `a` is set so the population pass@1 at θ = 0 is `base_rate`; σ_u so a
 configuration's seed-mean pass@1 has standard deviation `seed_sd` (to first order); θ_c so its
-population pass@1 is `base_rate + effect_c`. The population pass@1 is computed by Gauss-Hermite
+population pass@1 is `base_rate + effect_c`.
+
+Collapse is bimodal: a configuration may be given a probability q_c that a seed collapses; such a
+seed's pass probability is `collapsed_rate` on every problem (the pass@1 near 0 of a collapsed
+run), and the seeds that do not collapse are shifted up so that the configuration's population
+pass@1 is still `base_rate + effect_c` = (1 − q_c)·(survivors' rate) + q_c·collapsed_rate. The population pass@1 is computed by Gauss-Hermite
 quadrature, so the true contrast of a synthetic grid is exact. Used by the tests of the claims
 table and by `klrl power` (coverage and power).
 """
@@ -36,6 +41,7 @@ class Scenario:
     problems: int = 150
     samples: int = 4  # samples per problem behind each per-problem pass@1
     seeds: int = 2
+    collapsed_rate: float = 0.005  # pass probability of a collapsed seed, on every problem
 
     def __post_init__(self) -> None:
         if not 0 < self.base_rate < 1:
@@ -71,12 +77,25 @@ class Scenario:
         return brentq(lambda theta: self.population_rate(a + theta, sigma_u) - target, -30, 30)
 
 
+def survivor_effect(scenario: Scenario, effect: float, collapse: float) -> float:
+    """The effect of the seeds that do not collapse, so that a configuration collapsing with
+    probability `collapse` has population pass@1 base_rate + effect (0 when every seed collapses)."""
+    if not 0 <= collapse <= 1:
+        raise ValueError(f"collapse probability {collapse} is not in [0, 1]")
+    if collapse == 1:
+        return 0.0
+    target = scenario.base_rate + effect
+    return (target - collapse * scenario.collapsed_rate) / (1 - collapse) - scenario.base_rate
+
+
 def simulate_grid(
-    scenario: Scenario, effects: list[float], rng: np.random.Generator, seeds: list[int] | None = None, seed_sds: list[float] | None = None
+    scenario: Scenario, effects: list[float], rng: np.random.Generator, seeds: list[int] | None = None,
+    seed_sds: list[float] | None = None, collapse: list[float] | None = None,
 ) -> list[np.ndarray]:
     """One synthetic grid: per configuration (population pass@1 = base_rate + its effect) a
-    seeds × problems matrix of observed pass@1 on one shared problem set. `seeds` and `seed_sds`
-    give each configuration its own number of seeds and seed SD (default: the scenario's)."""
+    seeds × problems matrix of observed pass@1 on one shared problem set. `seeds`, `seed_sds` and
+    `collapse` give each configuration its own number of seeds, seed SD and probability that a
+    seed collapses (default: the scenario's seeds and SD, no collapse)."""
     a, sigma_u = scenario.intercept, scenario.seed_logit_sd
     m = scenario.problems
     difficulty = rng.normal(0.0, scenario.problem_sd, m)
@@ -84,7 +103,12 @@ def simulate_grid(
     for index, effect in enumerate(effects):
         n = scenario.seeds if seeds is None else seeds[index]
         seed_scale = 1.0 if seed_sds is None else seed_sds[index] / scenario.seed_sd
+        q = 0.0 if collapse is None else collapse[index]
+        effect = survivor_effect(scenario, effect, q) if q else effect
         theta = scenario.shift_for(effect) if effect else 0.0
         noise = rng.normal(0.0, scenario.interaction_sd, m) + rng.normal(0.0, sigma_u * seed_scale, (n, 1))
-        matrices.append(rng.binomial(scenario.samples, expit(a + theta + difficulty + noise)) / scenario.samples)
+        probability = expit(a + theta + difficulty + noise)
+        if q:
+            probability[rng.random(n) < q] = scenario.collapsed_rate
+        matrices.append(rng.binomial(scenario.samples, probability) / scenario.samples)
     return matrices

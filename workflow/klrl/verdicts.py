@@ -1,23 +1,21 @@
-"""The paper's claims as declared comparisons between cells, and their verdicts from the data.
+"""The claims table: each declared claim (klrl.claims) tested on a run's cells, and its verdict.
 
-Each claim (PAPER.md, "Which configuration gives which gradient" and "Off-policy") is a contrast
-Σ w · pass@1 between configurations, on the in-domain or the out-of-domain evaluation sets, with
-a direction: `greater` / `less` than 0, or `equivalent` within ±margin. The contrast and its
-t interval come from klrl.contrasts (paired across problems, seeds pooled per evaluation set).
-
-Verdicts, at 5% error rates:
-    greater      reproduced: 95% interval above 0; contradicted: below 0; else inconclusive
-    less         the mirror image
-    equivalent   reproduced: the 90% interval inside (−margin, margin) (TOST, two one-sided 5%
-                 tests); contradicted: the 95% interval wholly outside [−margin, margin]
-A claim whose cells a grid lacks is one row "not in this grid"; an interval that cannot be
-computed (one seed and nothing to pool) is "inconclusive". Cells are identified by their
-resolved settings (train/settings.json: model, kl, beta, async_lag, seed; klrl.aggregate.cell_tags).
-
-β and lag in a term: `each` gives one row per value common to every term's configuration;
-`low` / `high` give one row per step between neighbouring such values, its lower and its higher
-end (a claim about growth with β or with lag is tested at each step of the axis, not from end to
-end: where both configurations have collapsed at the far end, a growth at an earlier step shows).
+A cell's seed is *collapsed* when its training was stopped (status `diverged`) or its in-domain
+pass@1 is below half the base model's (klrl.outcomes.below_collapse): collapse is bimodal (a
+run collapses or it does not), so
+    rate claims   compare the share of collapsed seeds of two configurations (exact test, klrl.family)
+    mean claims   compare the pass@1 of the seeds that did not collapse (klrl.contrasts), the
+                  seed variance pooled over the non-collapsed seeds of every configuration of
+                  the evaluation set: a collapsing configuration's spread never enters a
+                  comparison of stable ones (docs/statistics.md has the simulation behind this)
+A mean row whose term sits at a floor or a ceiling cannot tell a difference from the limit of
+the scale: every seed of a configuration collapsed, or every seed (the base) at pass@1 ≤ FLOOR
+or ≥ 1 − FLOOR on the evaluation set. Its verdict is `at floor`, with the reason, never
+reproduced or contradicted, and it is not in the family. Every other row with a p-value is in
+the run's family: Holm-corrected (klrl.family), decided at 5% family-wise.
+A claim whose cells a grid lacks is one row "not in this grid"; a row without a p-value (one
+seed and nothing to pool) is "inconclusive". Cells are identified by their resolved settings
+(train/settings.json; klrl.aggregate.cell_tags).
 """
 
 from __future__ import annotations
@@ -28,109 +26,110 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from klrl.claims import CLAIMS, Claim, Term
 from klrl.contrasts import SeedPool, contrast
+from klrl.family import decide, holm, mean_test, rate_test, seeds_for_equivalence
+from klrl.outcomes import below_collapse
 
-EQUIVALENCE_MARGIN = 0.03  # pass@1: "≈" means within ±0.03
+FLOOR = 0.02  # pass@1 at or below this (at or above 1 − this) is at the floor (ceiling)
+UNDECIDED = ("at floor", "not in this grid")
+
+COLUMNS = ("claim", "paper", "comparison", "model", "task", "domain", "beta", "lag", "test", "seeds", "collapsed",
+           "effect", "ci_level", "ci_lo", "ci_hi", "p", "p_adjusted", "verdict", "reason", "seeds_for_power")
 
 
 @dataclass(frozen=True)
-class Term:
+class TermScores:
+    """One term of a contrast as evaluated: its per-seed per-problem pass@1 and which seeds collapsed."""
+
     weight: float
-    kl: str  # a KL configuration, or "base" (the base model, no seeds)
-    policy: str = "on"
-    beta: str = "each"  # each | low | high (ignored for none and base)
-    lag: str = "each"  # each | low | high (off-policy only)
+    label: str
+    scores: np.ndarray  # seeds × problems (the base: 1 × problems)
+    collapsed: np.ndarray  # bool per seed
+    fixed: bool = False  # the base model: deterministic, no seed variance
 
-    def label(self) -> str:
-        if self.kl == "base":
-            return "base"
-        beta = "" if self.kl == "none" or self.beta == "each" else f"@β{self.beta}"
-        lag = "" if self.policy == "on" or self.lag == "each" else f"@lag{self.lag}"
-        return f"{self.kl}({self.policy}){beta}{lag}"
-
-
-@dataclass(frozen=True)
-class Claim:
-    name: str
-    paper: str  # the paper's statement
-    terms: tuple[Term, ...]
-    domain: str  # in | out
-    direction: str  # greater | less | equivalent
-    margin: float = 0.0
-
-    def comparison(self) -> str:
-        text = " ".join(f"{'−' if t.weight < 0 else '+'} {t.label()}" for t in self.terms).removeprefix("+ ")
-        return text + {"greater": " > 0", "less": " < 0", "equivalent": f" within ±{self.margin:g}"}[self.direction]
+    def floor_reason(self) -> str:
+        """Why this term sits at a floor or ceiling ('' when it does not)."""
+        if not self.fixed and self.collapsed.all():
+            return f"every seed of {self.label} collapsed ({len(self.collapsed)})"
+        means = self.scores[~self.collapsed].mean(1)
+        for bound, word, at in ((FLOOR, "floor", means <= FLOOR), (1 - FLOOR, "ceiling", means >= 1 - FLOOR)):
+            if at.all():
+                return f"{self.label} at the {word}: pass@1 {'≤' if word == 'floor' else '≥'} {bound:g} in every seed"
+        return ""
 
 
-def _pair(a: str, b: str, policy: str = "on") -> tuple[Term, Term]:
-    return Term(1, a, policy), Term(-1, b, policy)
-
-
-def _growth(kl: str, control: str, axis: str, policy: str) -> tuple[Term, ...]:
-    """(kl at high − kl at low) − (control at high − control at low) along β or lag."""
-    def term(weight: float, name: str, end: str) -> Term:
-        return Term(weight, name, policy, **{axis: end})
-    return term(1, kl, "high"), term(-1, kl, "low"), term(-1, control, "high"), term(1, control, "low")
-
-
-CLAIMS = (
-    Claim("k1-loss-worsens-with-beta", "K1 in the loss is unstable, worse as β grows (beyond what any penalty costs)",
-          _growth("k1-loss", "k1-reward", "beta", "on"), "in", "less"),
-    Claim("k3-reward-collapses", "K3 in the reward collapses at every β", (Term(1, "k3-reward"), Term(-1, "base")), "in", "less"),
-    Claim("k1-reward-beats-k3-loss-in", "K1 in the reward ≥ K3 in the loss, in domain", _pair("k1-reward", "k3-loss"), "in", "greater"),
-    Claim("k1-reward-beats-k3-loss-out", "K1 in the reward ≥ K3 in the loss, out of domain", _pair("k1-reward", "k3-loss"), "out", "greater"),
-    Claim("k3-both-matches-k1-reward", "K3 in both ≈ K1 in the reward", _pair("k3-both", "k1-reward"), "in", "equivalent", EQUIVALENCE_MARGIN),
-    Claim("k1-both-matches-k1-reward", "K1 in both ≈ K1 in the reward", _pair("k1-both", "k1-reward"), "in", "equivalent", EQUIVALENCE_MARGIN),
-    Claim("kl-stabilises-off-policy", "off-policy, K1 in the reward beats no KL (no KL collapses)", _pair("k1-reward", "none", "off"), "in", "greater"),
-    Claim("k3-loss-stabilises-off-policy", "off-policy, K3 in the loss beats no KL", _pair("k3-loss", "none", "off"), "in", "greater"),
-    Claim("k1-loss-collapses-off-policy", "off-policy, K1 in the loss falls behind K1 in the reward", _pair("k1-loss", "k1-reward", "off"), "in", "less"),
-    Claim("k1-reward-ahead-off-policy", "off-policy, K1 in the reward slightly ahead of K3 in the loss", _pair("k1-reward", "k3-loss", "off"), "in", "greater"),
-    Claim("k1-loss-degrades-with-lag", "off-policy biased K1 in the loss degrades as the lag grows (beyond K1 in the reward)",
-          _growth("k1-loss", "k1-reward", "lag", "off"), "in", "less"),
-)
-
-COLUMNS = ("claim", "paper", "comparison", "model", "task", "domain", "beta", "lag", "seeds", "effect",
-           "ci_level", "ci_lo", "ci_hi", "p", "verdict")
-
-
-def verdict(claim: Claim, effect_se_df) -> dict:
-    """effect, interval, p-value and verdict of one evaluated contrast (a klrl.contrasts.Contrast)."""
-    c = effect_se_df
+def tested_row(claim: Claim, terms: list[TermScores], pool: SeedPool) -> dict:
+    """The raw test of one row: effect, interval, p, and the floor reason that keeps it out of the family."""
+    seeds = [len(t.collapsed) for t in terms if not t.fixed]
+    counts = [int(t.collapsed.sum()) for t in terms if not t.fixed]
+    row = {"test": "exact" if claim.test == "rate" else "t", "seeds": "/".join(map(str, seeds)),
+           "collapsed": "/".join(map(str, counts)), "reason": ""}
+    if claim.test == "rate":
+        return row | rate_test(tuple(counts), tuple(seeds)) | {
+            "reason": "; ".join(f"{t.label} collapsed in {c} of {n} seeds" for t, c, n in zip(terms, counts, seeds))}
+    floors = [reason for t in terms if (reason := t.floor_reason())]
+    if floors:
+        return row | {"verdict": "at floor", "reason": "; ".join(floors)}
+    tested = contrast([(t.weight, t.scores[~t.collapsed], t.fixed) for t in terms], pool)
+    row |= mean_test(claim, tested)
     if claim.direction == "equivalent":
-        lo, hi = c.interval(0.90)
-        wide_lo, wide_hi = c.interval(0.95)
-        p = max(c.p_above(-claim.margin), c.p_below(claim.margin))
-        reproduced = -claim.margin < lo and hi < claim.margin
-        contradicted = wide_lo > claim.margin or wide_hi < -claim.margin
-        level = 0.90
-    else:
-        lo, hi = c.interval(0.95)
-        sign = 1 if claim.direction == "greater" else -1
-        p = c.p_above(0.0) if sign > 0 else c.p_below(0.0)
-        reproduced, contradicted = (lo > 0, hi < 0) if sign > 0 else (hi < 0, lo > 0)
-        level = 0.95
-    label = "reproduced" if reproduced else "contradicted" if contradicted else "inconclusive"
-    return {"effect": c.effect, "ci_level": level, "ci_lo": lo, "ci_hi": hi, "p": p, "verdict": label}
+        row["seeds_for_power"] = seeds_for_equivalence(tested.se, min(seeds), claim.margin)
+    excluded = [f"{t.label}: {c} collapsed seeds left out" for t, c in zip(terms, counts) if c]
+    return row | {"reason": "; ".join(excluded)}
+
+
+def decide_family(rows: list[dict], claims: tuple[Claim, ...] = CLAIMS) -> list[dict]:
+    """Holm-adjusted p and verdict of every row with a p-value (rows name their claim among
+    `claims`); at-floor and not-in-this-grid rows stay as they are."""
+    claims = {claim.name: claim for claim in claims}
+    family = [row for row in rows if row.get("verdict") not in UNDECIDED]
+    for row, adjusted in zip(family, holm([row.get("p", np.nan) for row in family])):
+        row["p_adjusted"] = adjusted
+        row["verdict"] = decide(claims[row["claim"]], row["effect"], adjusted)
+    return rows
 
 
 class ScoreIndex:
-    """Per model and evaluation task, every configuration's per-seed per-problem pass@1."""
+    """Per model and evaluation task, every configuration's per-seed per-problem pass@1, and
+    which of its seeds collapsed (a property of the cell, judged in domain)."""
 
     def __init__(self, results) -> None:
         self.results = results
         self.configs: dict[tuple, dict[tuple, dict[int, pd.Series]]] = {}  # (model, task) → config → seed → scores
+        self.collapsed: dict[tuple, dict[int, bool]] = {}  # (model, config) → seed → collapsed
         self.in_domain: dict[str, str] = {}  # model → training task
         for cell, tags in results.cells.items():  # the cell's resolved settings (klrl.aggregate.cell_tags)
             key = (tags["kl"], tags["beta"], tags["policy"], tags["lag"])
-            self.in_domain.setdefault(tags["model"], results.training_task(cell))
+            model, task_in = tags["model"], results.training_task(cell)
+            self.in_domain.setdefault(model, task_in)
             for task in results.evaluation(cell)["tasks"]:
                 scores = results.per_problem(cell, task)
                 if scores is not None:
-                    self.configs.setdefault((tags["model"], task), {}).setdefault(key, {})[tags["seed"]] = scores
+                    self.configs.setdefault((model, task), {}).setdefault(key, {})[tags["seed"]] = scores
+            own, base = results.per_problem(cell, task_in), results.base_per_problem(model, task_in)
+            below = own is not None and base is not None and below_collapse(own.mean(), base.reindex(own.index).mean())
+            self.collapsed.setdefault((model, key), {})[tags["seed"]] = results.status(cell)["status"] == "diverged" or below
+
+    def term(self, model: str, task: str | None, key: tuple, weight: float, label: str) -> TermScores | None:
+        """A configuration's scores on `task`; task None: only which seeds collapsed (a rate
+        claim needs no scores: a diverged cell that was never evaluated still counts)."""
+        if task is None:
+            flags = self.collapsed.get((model, key))
+            return None if not flags else TermScores(weight, label, np.empty((len(flags), 0)), np.array([flags[s] for s in sorted(flags)]))
+        seeds = self.configs[(model, task)].get(key)
+        if not seeds:
+            return None
+        flags = self.collapsed[(model, key)]
+        return TermScores(weight, label, _matrix(seeds), np.array([flags[seed] for seed in sorted(seeds)]))
 
     def pool(self, model: str, task: str) -> SeedPool:
-        return SeedPool.from_matrices([_matrix(seeds) for seeds in self.configs[(model, task)].values()])
+        """Pooled over the seeds that did not collapse, configuration by configuration."""
+        survivors = []
+        for key, seeds in self.configs[(model, task)].items():
+            flags = np.array([self.collapsed[(model, key)][seed] for seed in sorted(seeds)])
+            survivors.append(_matrix(seeds)[~flags])
+        return SeedPool.from_matrices(survivors)
 
     def base(self, model: str, task: str) -> pd.Series | None:
         return self.results.base_per_problem(model, task)
@@ -144,7 +143,7 @@ def _matrix(seeds: dict[int, pd.Series]) -> np.ndarray:
     return np.stack([frame.to_numpy() for frame in frames])
 
 
-def _values(claim: Claim, configs: dict, axis: str) -> tuple[list, str]:
+def _values(claim: Claim, configs, axis: str) -> tuple[list, str]:
     """The β (or lag) values common to the claim's configurations (or, for a growth claim, each
     step between neighbouring values), and how terms pick them."""
     position = {"beta": 1, "lag": 3}[axis]
@@ -168,68 +167,73 @@ def _key(term: Term, beta, lag, beta_mode: str, lag_mode: str) -> tuple:
     return (term.kl, b, term.policy, g)
 
 
+def _terms(claim: Claim, index: ScoreIndex, model: str, task: str, keys: list) -> list[TermScores] | None:
+    """The claim's terms on one evaluation set, or None when a configuration (or the base) is missing."""
+    scores_of = None if claim.test == "rate" else task
+    terms = [None if term.kl == "base" else index.term(model, scores_of, key, term.weight, term.label())
+             for term, key in zip(claim.terms, keys)]
+    cells = [t for t in terms if t is not None]
+    if len(cells) < sum(term.kl != "base" for term in claim.terms):
+        return None
+    if claim.test == "rate":
+        return terms
+    problems = next(iter(index.configs[(model, task)][next(k for k in keys if k)].values())).index
+    for position, term in enumerate(claim.terms):
+        if term.kl == "base":
+            base = index.base(model, task)
+            if base is None:
+                return None
+            if not set(problems) <= set(base.index):
+                raise ValueError(f"{model} base: its {task} evaluation lacks problems the cells have")
+            terms[position] = TermScores(term.weight, "base", base.loc[problems].to_numpy()[None, :], np.zeros(1, bool), fixed=True)
+    return terms
+
+
 def claim_rows(results) -> list[dict]:
-    """One row per claim × model × evaluation task of its domain × β (and lag) choice."""
+    """One row per claim × model × evaluation task of its domain × β (and lag) choice, decided as one family."""
     index = ScoreIndex(results)
     rows = []
     for claim in CLAIMS:
         found = False
         for model, task in index.configs:
-            in_domain = index.in_domain.get(model) == task
-            if (claim.domain == "in") != in_domain:
+            if (claim.domain == "in") != (index.in_domain.get(model) == task):
                 continue
-            configs = index.configs[(model, task)]
+            configs = index.configs[(model, task)] if claim.test == "mean" else [key for m, key in index.collapsed if m == model]
             betas, beta_mode = _values(claim, configs, "beta")
             lags, lag_mode = _values(claim, configs, "lag")
             for beta, lag in itertools.product(betas, lags):
-                terms, seeds = [], []
-                for term in claim.terms:
-                    if term.kl == "base":
-                        base = index.base(model, task)
-                        terms.append((term.weight, base, True) if base is not None else None)
-                        continue
-                    scores = configs.get(_key(term, beta, lag, beta_mode, lag_mode))
-                    terms.append((term.weight, scores, False) if scores else None)
-                    seeds.append(len(scores) if scores else 0)
-                if any(t is None for t in terms):
+                keys = [None if t.kl == "base" else _key(t, beta, lag, beta_mode, lag_mode) for t in claim.terms]
+                terms = _terms(claim, index, model, task, keys)
+                if terms is None:
                     continue
                 found = True
-                problems = next(series for _, series, fixed in terms if not fixed)
-                problems = next(iter(problems.values())).index
-                matrices = []
-                for weight, data, fixed in terms:
-                    if fixed:
-                        if not set(problems) <= set(data.index):
-                            raise ValueError(f"{model} base: its {task} evaluation lacks problems the cells have")
-                        matrices.append((weight, data.loc[problems].to_numpy()[None, :], True))
-                    else:
-                        matrices.append((weight, _matrix({s: v.reindex(problems) for s, v in data.items()}), False))
-                tested = contrast(matrices, index.pool(model, task))
                 rows.append({"claim": claim.name, "paper": claim.paper, "comparison": claim.comparison(), "model": model,
-                             "task": task, "domain": claim.domain, "beta": _describe(beta), "lag": _describe(lag),
-                             "seeds": "/".join(map(str, seeds))} | verdict(claim, tested))
+                             "task": task, "domain": claim.domain, "beta": _describe(beta), "lag": _describe(lag)}
+                            | tested_row(claim, terms, index.pool(model, task)))
         if not found:
             rows.append({"claim": claim.name, "paper": claim.paper, "comparison": claim.comparison(), "domain": claim.domain,
                          "verdict": "not in this grid"})
-    return [dict.fromkeys(COLUMNS, np.nan) | row for row in rows]
+    return [dict.fromkeys(COLUMNS, np.nan) | row for row in decide_family(rows)]
 
 
-VARIANCE_COLUMNS = ("model", "task", "domain", "configurations", "seeds", "problems", "seed_sd", "seed_df", "residual_sd")
+VARIANCE_COLUMNS = ("model", "task", "domain", "configurations", "seeds", "collapsed", "problems", "seed_sd", "seed_df", "residual_sd")
 
 
 def variance_rows(results) -> list[dict]:
-    """Per model and evaluation task, the variances the claims' intervals pool (klrl.contrasts.SeedPool):
-    the seed-to-seed SD of a configuration's mean pass@1 and the seed × problem residual SD, with
-    the counts behind them. `klrl power seeds --seed-sd <seed_sd>` sizes the seeds from them."""
+    """Per model and evaluation task, the variances the claims' intervals pool (klrl.contrasts.SeedPool,
+    over the seeds that did not collapse): the seed-to-seed SD of a configuration's mean pass@1 and
+    the seed × problem residual SD, with the counts behind them. `klrl power seeds --seed-sd
+    <seed_sd>` sizes the seeds from them; `klrl power collapse --tables` fits its simulation to them."""
     index = ScoreIndex(results)
     rows = []
     for (model, task), configs in sorted(index.configs.items()):
         pool = index.pool(model, task)
         sizes = [len(next(iter(seeds.values()))) for seeds in configs.values()]
+        collapsed = sum(index.collapsed[(model, key)][seed] for key, seeds in configs.items() for seed in seeds)
         rows.append({"model": model, "task": task, "domain": "in" if index.in_domain.get(model) == task else "out",
                      "configurations": len(configs), "seeds": sum(len(seeds) for seeds in configs.values()),
-                     "problems": max(sizes), "seed_sd": float(np.sqrt(pool.seed_var)), "seed_df": pool.seed_df,
-                     "residual_sd": float(np.sqrt(pool.residual_var))})
+                     "collapsed": int(collapsed), "problems": max(sizes), "seed_sd": float(np.sqrt(pool.seed_var)),
+                     "seed_df": pool.seed_df, "residual_sd": float(np.sqrt(pool.residual_var))})
     return rows
 
 

@@ -11,6 +11,7 @@ rule aggregate:
         settings=[str(LAYOUT.settings(cell)) for cell in CELLS],
         bases=[str(LAYOUT.base_eval(model)) for model in BASE_TASKS],
         toy=str(LAYOUT.toy("bias.csv")),
+        plan=str(LAYOUT.plan()),
         runs=ancient(RUNS),
     output:
         report(str(LAYOUT.tables("main.csv")), caption="../report/main.rst", category="Tables"),

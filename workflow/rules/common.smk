@@ -20,6 +20,7 @@ from klrl.grid import (
 from klrl.models import BUILT_MODELS, get_base_model, recipe_options
 from klrl.models.recipe import build_arguments, recipe_hash
 from klrl.paths import BASES, Layout
+from klrl.plan import grid_cells, plan_hash, plan_of
 
 LAYOUT = Layout.of(config)
 CELLS = expand_grid(config)

@@ -7,6 +7,24 @@
 
 localrules:
     cell_settings,
+    plan,
+
+
+# The analysis plan (klrl.plan), hashed, before the first cell trains: every train job needs it
+# (ancient: a new plan is recorded, never a reason to train again). A changed plan changes the
+# hash in params, so the rule runs again and appends the new plan to plans.jsonl.
+rule plan:
+    output:
+        str(LAYOUT.plan()),
+    params:
+        config=lambda wildcards: json.dumps(config),
+        hash=plan_hash(plan_of(grid_cells(config))),
+    log:
+        str(LAYOUT.log("plan")),
+    conda:
+        "../../envs/klrl.yaml"
+    shell:
+        "python -m klrl plan --config-json {params.config:q} > {log} 2>&1"
 
 
 rule cell_settings:
@@ -28,6 +46,7 @@ rule train:
         data=lambda wildcards: data_inputs([CELLS[wildcards.cell].task]),
         runs=ancient(RUNS),
         settings=str(LAYOUT.settings("{cell}")),
+        plan=ancient(str(LAYOUT.plan())),
     output:
         str(LAYOUT.status("{cell}")),
     params:

@@ -1,0 +1,76 @@
+"""klrl.plan and klrl.provenance: the plan hashed before the first cell trains, recorded again only
+when it changes, compared with what the analysis ran; every commit a run's cells trained at with
+their count and dates; both named in the README's generated blocks."""
+
+import json
+
+import pandas as pd
+import yaml
+
+from klrl.aggregate import aggregate
+from klrl.cli import main
+from klrl.paths import Layout
+from klrl.plan import grid_cells, plan_hash, plan_of, record_plan
+from klrl.provenance import commit_rows
+
+from synthetic_grid import ROOT, write_grid
+
+README = "<!-- claims:syn:begin -->\n<!-- claims:syn:end -->\n<!-- table:syn:variance:begin -->\n<!-- table:syn:variance:end -->\n"
+
+
+def _readme_results(tables, readme):
+    readme.write_text(README)
+    main(["readme-results", "--tables", str(tables), "--experiment", "syn", "--readme", str(readme), "--config", "config/config.yaml",
+          "--run-time", "1 min"])
+    return readme.read_text()
+
+
+def test_the_plan_is_recorded_before_the_cells_and_the_analysis_follows_it(tmp_path):
+    tables = write_grid(tmp_path / "grid")
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    expected = plan_hash(plan_of(grid_cells(config)))
+    record = json.loads((tables / "plan.json").read_text())
+    assert (record["hash"], record["followed"], record["fixed_before_results"]) == (expected, True, True)
+    assert [(line["hash"], line["cells_finished"]) for line in record["recorded"]] == [(expected, 0)]
+    text = _readme_results(tables, tmp_path / "README.md")
+    header = "Cells trained: 21 at `aaaa111` (2026-12-01); 21 at `bbbb222` (2026-12-02). Plan `" + expected + "` (`klrl plan`), recorded "
+    assert text.count(header) == 2  # the claims block and the variance block
+    assert f"before any cell finished: the analysis followed it. Tests: `klrl.claims`" in text
+
+
+def test_a_plan_changed_after_results_is_a_new_plan_and_the_readme_says_the_analysis_did_not_follow_the_first(tmp_path):
+    tables = write_grid(tmp_path / "grid")
+    root = tables.parent
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    first = json.loads((tables / "plan.json").read_text())["hash"]
+    config["groups"][0]["seeds"] = [0, 1, 2]  # a third seed planned after 42 cells finished
+    digest, new = record_plan(config, Layout(root))
+    assert new and digest != first and record_plan(config, Layout(root)) == (digest, False)
+    lines = [json.loads(line) for line in (root / "plans.jsonl").read_text().splitlines()]
+    assert [(line["hash"], line["cells_finished"]) for line in lines] == [(first, 0), (digest, 42)]
+    aggregate(list(pd.read_csv(tables / "scores.csv")["cell"].unique()), tables, root=root)
+    record = json.loads((tables / "plan.json").read_text())
+    assert (record["hash"], record["followed"]) == (first, False)
+    text = _readme_results(tables, tmp_path / "README.md")
+    assert (f"Plan `{digest}` (`klrl plan`), recorded {lines[1]['written'][:10]} after 42 cells had finished; earlier plans: "
+            f"`{first}` ({lines[0]['written'][:10]}, 0 cells finished): the analysis did not follow it (the analysed cells and "
+            f"code give plan `{first}`).") in text
+
+
+def test_cells_are_grouped_by_commit_in_the_order_they_finished():
+    statuses = [{"status": "completed", "commit": "b", "finished": "2026-12-02T01:00:00+00:00"},
+                {"status": "diverged", "commit": "a", "finished": "2026-12-01T23:00:00+00:00"},
+                {"status": "completed", "commit": "b", "finished": "2026-12-03T01:00:00+00:00"},
+                {"status": "completed", "step": 3}, {"status": "missing", "step": None}]
+    assert commit_rows(statuses) == [
+        {"commit": "a", "cells": 1, "first_finished": "2026-12-01", "last_finished": "2026-12-01"},
+        {"commit": "b", "cells": 2, "first_finished": "2026-12-02", "last_finished": "2026-12-03"},
+        {"commit": "unrecorded", "cells": 1, "first_finished": "", "last_finished": ""}]
+
+
+def test_plan_refuses_a_config_without_an_experiment_in_one_line(tmp_path, capsys):
+    config = tmp_path / "config.yaml"
+    config.write_text("groups: []\n")
+    assert main(["plan", "--config", str(config)]) == 2
+    assert capsys.readouterr().err == ("klrl plan: error: plan: the config has no `experiment` (a workflow config, e.g. "
+                                       "config/study.yaml) (--debug for the traceback)\n")
