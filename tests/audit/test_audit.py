@@ -65,6 +65,7 @@ def trl_rows():
     return {(row["setting"], row["mode"]): row for row in audit_rows(settings(), vocab=2, horizon=3)}
 
 
+@pytest.mark.slow
 def test_trl_settings_estimate_the_gradients_the_registry_names(trl_rows):
     from importlib.metadata import version
 
