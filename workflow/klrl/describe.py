@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> None:
         from klrl.grid_claims import report
 
         if args.names:
-            raise ValueError("describe: give configuration names or --config, not both")
+            raise ValueError("give configuration names or --config, not both")
         print(report(expand_grid(read_yaml(args.config))), end="")
         return
     for name in args.names:
