@@ -141,7 +141,7 @@ def test_rollouts_are_seeded_per_request(trainer):
     params = trainer.sampler.engine.sampling_params(
         temperature=1.0, top_p=1.0, max_tokens=8, seed=seeds[1], stop_token_ids=list(trainer.sampler.stop_ids), detokenize=False
     )
-    alone = trainer.sampler.engine.generate(prompts[1:2], [params])[0]
+    alone = trainer.sampler.engine.generate(prompts[1:2], [params])[0][0]
     assert alone == first.completion_ids[1][first.completion_mask[1].bool()].tolist()
 
 

@@ -19,9 +19,10 @@ def _parity_reward(completions, references):
     return [float(len(text) % 2) for text in completions]
 
 
-def hand_written_loss(name, logp, ref, mu, rewards, mask, group, advantage, aggregation, ratio_clamp):
+def hand_written_loss(name, logp, ref, mu, rewards, mask, group, advantage, aggregation, ratio_clamp, weights=None):
     """The paper's objective for one batch, term by term, in float64. mu is None on-policy
-    (then the importance weights are πθ/stopgrad(πθ): 1 with the gradient of log πθ)."""
+    (then the importance weights are πθ/stopgrad(πθ): 1 with the gradient of log πθ); `weights`
+    (the engine correction's) multiply every token's terms."""
     logp, ref, mask, rewards = logp.double(), ref.double(), mask.double(), rewards.double()
     q = logp.detach() if mu is None else mu.double()
     delta = logp - ref
@@ -52,7 +53,7 @@ def hand_written_loss(name, logp, ref, mu, rewards, mask, group, advantage, aggr
     ratio = torch.exp(logp - q)
     if ratio_clamp is not None:
         ratio = torch.minimum(ratio, torch.full_like(ratio, ratio_clamp))
-    total = ((-ratio * adv + kl_tokens) * mask).sum()
+    total = ((-ratio * adv + kl_tokens) * mask * (1.0 if weights is None else weights.double())).sum()
     return total / (mask.shape[0] if aggregation == "seq-sum" else mask.sum())
 
 

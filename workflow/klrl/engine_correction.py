@@ -14,16 +14,20 @@ which carries a reward-placed penalty through the advantages, and the KL loss te
 (`klrl.loss.batch_loss(..., sample_weights=)`); `tests/toy/test_engine_correction.py` proves
 it on the toy policy exactly. Metrics per step: mean and max |log μ_t/e_t| over the tokens, and
 the fraction of weights (tokens or sequences) truncated or masked.
+
+The trainer applies the correction named by `TrainConfig.engine_correction` (<level>-<mode>,
+ENGINE_CORRECTIONS) to rollouts whose engine recorded its log-probs (the vLLM backend). Plain
+Python: the functions use tensor methods only, so the training config can import the names
+when Snakemake builds the DAG.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 LEVELS = ("token", "sequence")
 MODES = ("truncate", "mask")
+ENGINE_CORRECTIONS = tuple(f"{level}-{mode}" for level in LEVELS for mode in MODES)
 
 
 @dataclass(frozen=True)
@@ -40,12 +44,20 @@ class EngineCorrection:
         if not self.cap > 1:
             raise ValueError(f"engine correction cap: {self.cap!r} must be > 1")
 
+    @classmethod
+    def from_name(cls, name: str, cap: float) -> EngineCorrection:
+        """`token-truncate`, `sequence-mask`, ... (ENGINE_CORRECTIONS) with its cap."""
+        if name not in ENGINE_CORRECTIONS:
+            raise ValueError(f"engine correction: {name!r} is not one of {', '.join(ENGINE_CORRECTIONS)}")
+        level, mode = name.split("-")
+        return cls(level, mode, cap)
 
-def engine_weights(
-    correction: EngineCorrection, trainer_logp: torch.Tensor, engine_logp: torch.Tensor, mask: torch.Tensor
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """(B, T) weights (constants, 0 on masked-out positions) and the step's metrics.
 
+def engine_weights(correction: EngineCorrection, trainer_logp, engine_logp, mask) -> tuple:
+    """(B, T) weights (constants, 0 on masked-out positions) and the step's metrics, from (B, T)
+    tensors of the trainer's log μ, the engine's log e and the completion mask.
+
+    >>> import torch
     >>> trainer, engine, mask = torch.tensor([[0.0, -1.0]]), torch.tensor([[-1.0, -1.0]]), torch.ones(1, 2)
     >>> weights, metrics = engine_weights(EngineCorrection("token", "truncate", cap=2.0), trainer, engine, mask)
     >>> weights.tolist(), metrics["fraction_corrected"], metrics["max_abs_log_ratio"]
@@ -55,7 +67,7 @@ def engine_weights(
     log_ratio = ((trainer_logp - engine_logp) * mask).detach()
     if correction.level == "sequence":
         log_weight = log_ratio.sum(-1, keepdim=True)
-        units = torch.ones_like(log_weight)  # one weight per sequence
+        units = log_weight.new_ones(log_weight.shape)  # one weight per sequence
     else:
         log_weight, units = log_ratio, mask
     weight = log_weight.exp()
