@@ -129,7 +129,6 @@ def rloo_setting(version: str) -> AuditSetting:
 
     def loss(batch: GroupBatch) -> torch.Tensor:
         rows = batch.seqs.shape[0]
-        args.per_device_train_batch_size = rows
         trainer = _trainer(RLOOTrainer, args, _Policy(batch.sampling_logp))
         trainer.ref_model = _Policy(batch.ref_logp)
         trainer.normalize_advantages = args.normalize_advantages

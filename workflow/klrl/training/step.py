@@ -86,7 +86,7 @@ class Learner:
         rewards = rewards.to(mask.device)
         adv = penalised_advantages(self.loss, rewards, scores.logp, scores.ref_logp, mask, scores.behaviour_logp)
         record = self.diagnostics(scores, rewards, adv, mask)
-        weights, engine_record = self.engine_weights(rollout, scores, mask)
+        weights, engine_record = self.engine_correction(rollout, scores, mask)
         record |= engine_record
         timings["time/score"] = time.perf_counter() - start
         anchor = scores.logp if scores.behaviour_logp is None else scores.behaviour_logp
@@ -152,7 +152,7 @@ class Learner:
             record["is/clamped_frac"] = (ratio > clamp).float().mean().item() if clamp else 0.0
         return record
 
-    def engine_weights(self, rollout: Rollout, scores: Scores, mask: torch.Tensor) -> tuple[torch.Tensor | None, dict]:
+    def engine_correction(self, rollout: Rollout, scores: Scores, mask: torch.Tensor) -> tuple[torch.Tensor | None, dict]:
         """The engine correction's (B, T) weights (None without one) and the engine/ metrics, where
         the rollout carries the engine's log-probs; μ is the trainer's (πθ pre-update on-policy)."""
         if rollout.engine_logp is None:
