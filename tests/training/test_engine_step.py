@@ -13,7 +13,7 @@ from klrl.training.scoring import completion_logits, token_logp
 from klrl.training.trainer import Trainer
 
 from conftest import tiny_config
-from training.test_step import BETA, _parity_reward, hand_written_loss
+from training.test_step import BETA, _parity_reward, hand_written_loss, learn_capturing_the_gradient
 
 
 @pytest.mark.slow
@@ -49,16 +49,8 @@ def test_engine_weights_multiply_both_terms_of_the_applied_gradient(tiny_base, a
     loss = hand_written_loss("k3-loss", logp, ref, None, rewards, mask, 4, "rloo", "seq-sum", None, weights)
     expected = torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, params)])
 
-    applied = {}
-    original_step = trainer.optimizer.step
-
-    def capture(*args, **kwargs):
-        applied["grad"] = torch.cat([p.grad.reshape(-1) for p in params])
-        return original_step(*args, **kwargs)
-
-    monkeypatch.setattr(trainer.optimizer, "step", capture)
-    record = trainer.learner.learn(rollout, rewards, 0)
-    gap = (applied["grad"].double() - expected).norm() / expected.norm()
+    record, applied = learn_capturing_the_gradient(trainer, params, monkeypatch, rollout, rewards, 0)
+    gap = (applied.double() - expected).norm() / expected.norm()
     assert gap < 1e-5, gap
     assert record["engine/max_abs_log_ratio"] == pytest.approx(log_ratio.abs().max().item(), rel=1e-5)
     assert record["engine/mean_abs_log_ratio"] == pytest.approx((log_ratio.abs().sum() / mask.sum()).item(), rel=1e-5)
