@@ -7,7 +7,8 @@ KLRL_REQUIRE_VLLM=1, which turns the skip into a failure. Elsewhere they are ski
 What they check: the trainer's colocated engine generates from the learner's weights and
 keeps up with them (vLLM's log-probs of fixed sequences equal the trainer's before an
 optimizer step, are stale after it, and equal again after the sync), rollouts are seeded
-per request, a whole off-policy run trains through it, and lm-eval's vllm backend scores
+per request and carry the engine's log-probs of their tokens (the engine correction's e), a
+whole off-policy run trains through it, and lm-eval's vllm backend scores
 the project's tasks as the hf backend does.
 """
 
@@ -141,8 +142,13 @@ def test_rollouts_are_seeded_per_request(trainer):
     params = trainer.sampler.engine.sampling_params(
         temperature=1.0, top_p=1.0, max_tokens=8, seed=seeds[1], stop_token_ids=list(trainer.sampler.stop_ids), detokenize=False
     )
-    alone = trainer.sampler.engine.generate(prompts[1:2], [params])[0]
+    alone = trainer.sampler.engine.generate(prompts[1:2], [params])[0][0]
     assert alone == first.completion_ids[1][first.completion_mask[1].bool()].tolist()
+    # the engine's log-prob of each sampled token is the trainer's, up to the CPU kernels' rounding
+    engine = [row[mask.bool()] for row, mask in zip(first.engine_logp, first.completion_mask)]
+    gap = _max_gap(engine, _trainer_logprobs(trainer, first))
+    assert 0 < gap < LOGPROB_TOLERANCE
+    assert (first.engine_logp[~first.completion_mask.bool()] == 0).all()
 
 
 def test_an_off_policy_run_trains_through_the_engine(smollm2_folder, arith, tmp_path):

@@ -6,6 +6,7 @@ import re
 import pytest
 import yaml
 from klrl.grid import GRID_KEYS, cell_id, expand_grid, parse_cell_id
+from klrl.grid_claims import report
 from klrl.estimators import STANDARD_CONFIGS
 from klrl.models import BUILT_MODELS
 from klrl.models.recipe import TinyConfig, recipe_hash
@@ -142,6 +143,10 @@ def test_the_paper_config_dry_runs_to_its_grid(tmp_path):
     assert counts["cell_settings"] == len(cells) and counts["plan"] == 1
     assert counts["total"] == 3 * len(cells) + 3 + 5 + len(FIGURES) + 6  # + plan, track_grid, toy_bias, aggregate, track_figures, all
     assert "gpu=8" in result.stdout and "gpu=4" in result.stdout
+    # the biased KL settings, each once: those of `klrl describe --config`, k1-loss on-policy as doing nothing
+    listed = report(cells)
+    assert listed in result.stderr and result.stderr.count(listed.splitlines()[1]) == 1
+    assert "  k1-loss (on-policy; 8 cells): does nothing, its KL term's expected gradient is zero" in listed
 
 
 @pytest.mark.parametrize("name", ["smollm2", "study"])

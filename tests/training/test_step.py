@@ -19,9 +19,10 @@ def _parity_reward(completions, references):
     return [float(len(text) % 2) for text in completions]
 
 
-def hand_written_loss(name, logp, ref, mu, rewards, mask, group, advantage, aggregation, ratio_clamp):
+def hand_written_loss(name, logp, ref, mu, rewards, mask, group, advantage, aggregation, ratio_clamp, weights=None):
     """The paper's objective for one batch, term by term, in float64. mu is None on-policy
-    (then the importance weights are πθ/stopgrad(πθ): 1 with the gradient of log πθ)."""
+    (then the importance weights are πθ/stopgrad(πθ): 1 with the gradient of log πθ); `weights`
+    (the engine correction's) multiply every token's terms."""
     logp, ref, mask, rewards = logp.double(), ref.double(), mask.double(), rewards.double()
     q = logp.detach() if mu is None else mu.double()
     delta = logp - ref
@@ -52,8 +53,22 @@ def hand_written_loss(name, logp, ref, mu, rewards, mask, group, advantage, aggr
     ratio = torch.exp(logp - q)
     if ratio_clamp is not None:
         ratio = torch.minimum(ratio, torch.full_like(ratio, ratio_clamp))
-    total = ((-ratio * adv + kl_tokens) * mask).sum()
+    total = ((-ratio * adv + kl_tokens) * mask * (1.0 if weights is None else weights.double())).sum()
     return total / (mask.shape[0] if aggregation == "seq-sum" else mask.sum())
+
+
+def learn_capturing_the_gradient(trainer, params, monkeypatch, rollout, rewards, step) -> tuple[dict, torch.Tensor]:
+    """The learner's step on the rollout: its metrics and the gradient the optimizer applied."""
+    applied = {}
+    original_step = trainer.optimizer.step
+
+    def capture(*args, **kwargs):
+        applied["grad"] = torch.cat([p.grad.reshape(-1) for p in params])
+        return original_step(*args, **kwargs)
+
+    monkeypatch.setattr(trainer.optimizer, "step", capture)
+    record = trainer.learner.learn(rollout, rewards, step)
+    return record, applied["grad"]
 
 
 @pytest.mark.parametrize("mode", ["on", "off"])
@@ -92,16 +107,8 @@ def test_the_applied_gradient_is_the_hand_written_loss(tiny_base, arith_data, tm
     loss = hand_written_loss(name, logp, ref, mu, rewards, mask, 4, settings["advantage"], settings["loss_aggregation"], settings["ratio_clamp"])
     expected = torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, params)])
 
-    applied = {}
-    original_step = trainer.optimizer.step
-
-    def capture(*args, **kwargs):
-        applied["grad"] = torch.cat([p.grad.reshape(-1) for p in params])
-        return original_step(*args, **kwargs)
-
-    monkeypatch.setattr(trainer.optimizer, "step", capture)
-    record = trainer.learner.learn(rollout, rewards, trainer.step)
+    record, applied = learn_capturing_the_gradient(trainer, params, monkeypatch, rollout, rewards, trainer.step)
     assert expected.norm() > 1e-3
-    gap = (applied["grad"].double() - expected).norm() / expected.norm()
+    gap = (applied.double() - expected).norm() / expected.norm()
     assert gap < 1e-5, gap
     assert record["loss/total"] == pytest.approx(loss.item(), rel=1e-5, abs=1e-7)

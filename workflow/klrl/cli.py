@@ -25,6 +25,7 @@ class Verb(NamedTuple):
 VERBS = {
     "describe": Verb("klrl.describe", "print what each KL configuration's expected gradient is"),
     "toy-bias": Verb("klrl.toy.bias", "exact gradient bias and Monte Carlo variance on a tabular policy"),
+    "audit": Verb("klrl.audit.command", "another RL library's own KL code on the tabular policy: its exact gradient bias"),
     "prepare-data": Verb("klrl.tasks.data", "write a task's JSONL splits and manifest"),
     "pretrain-base": Verb(
         "klrl.models.build", "pretrain the tiny base model from scratch", "add_pretrain_arguments", "run_pretrain"

@@ -2,12 +2,14 @@
 
 The claims are those `klrl.estimators` declares (an estimator's per placement, a correction's),
 for sum-over-tokens aggregation with no clamp or truncation acting; `tests/toy/test_exact.py`
-holds each one exactly, and the README's table is this verb's output.
+holds each one exactly, and the README's table is this verb's output. With `--config FILE` it lists
+that grid's biased settings instead (`klrl.grid_claims`, what Snakemake prints when it loads the config).
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from klrl import estimators
 from klrl.kl_config import KLConfig
@@ -51,9 +53,19 @@ def claims_markdown(names=None) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("names", nargs="*", help="configurations (default: every standard one)")
+    parser.add_argument("--config", type=Path, help="a workflow config: list its biased KL settings instead, as Snakemake does when it loads it")
 
 
 def run(args: argparse.Namespace) -> None:
+    if args.config:
+        from klrl.files import read_yaml
+        from klrl.grid import expand_grid
+        from klrl.grid_claims import report
+
+        if args.names:
+            raise ValueError("give configuration names or --config, not both")
+        print(report(expand_grid(read_yaml(args.config))), end="")
+        return
     for name in args.names:
         KLConfig.from_name(name, beta=0.0 if name == "none" else 1.0)  # a clear error for a bad name
     print(claims_markdown(args.names or None), end="")

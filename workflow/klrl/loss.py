@@ -65,18 +65,22 @@ def token_losses(config: LossConfig, logp, ref_logp, anchor_logp, advantages, ma
     return policy, kl
 
 
-def update_loss(config: LossConfig, logp, ref_logp, anchor_logp, advantages, mask, denominator) -> LossParts:
+def update_loss(config: LossConfig, logp, ref_logp, anchor_logp, advantages, mask, denominator, sample_weights=None) -> LossParts:
     """The loss of these rows, given their advantages and the `denominator` (`normaliser`) of
-    the (mini)batch they belong to: the parts of a batch sum to its loss."""
+    the (mini)batch they belong to: the parts of a batch sum to its loss. `sample_weights`
+    ((B, T) constants, `klrl.engine_correction`) multiply both token terms."""
     policy, kl = token_losses(config, logp, ref_logp, anchor_logp, advantages, mask)
+    if sample_weights is not None:
+        policy, kl = policy * sample_weights, kl * sample_weights
     mask = mask.to(policy.dtype)
     return LossParts(aggregate(policy, mask, denominator=denominator), aggregate(kl, mask, denominator=denominator))
 
 
-def batch_loss(config: LossConfig, logp, ref_logp, behaviour_logp, rewards, mask) -> tuple[torch.Tensor, LossParts]:
+def batch_loss(config: LossConfig, logp, ref_logp, behaviour_logp, rewards, mask, sample_weights=None) -> tuple[torch.Tensor, LossParts]:
     """The loss of one batch in one piece (one update): penalty, advantages, token terms,
-    aggregation. behaviour_logp is μ's log-probs off-policy, None on-policy."""
+    aggregation. behaviour_logp is μ's log-probs off-policy, None on-policy; `sample_weights`
+    the engine correction's weights, if any."""
     anchor = logp.detach() if behaviour_logp is None else behaviour_logp
     adv = penalised_advantages(config, rewards, logp, ref_logp, mask, behaviour_logp)
-    parts = update_loss(config, logp, ref_logp, anchor, adv, mask, normaliser(mask, config.aggregation))
+    parts = update_loss(config, logp, ref_logp, anchor, adv, mask, normaliser(mask, config.aggregation), sample_weights)
     return parts.policy + parts.kl, parts

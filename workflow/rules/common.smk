@@ -5,6 +5,7 @@ import ast
 import json
 import re
 import shlex
+import sys
 from pathlib import Path
 
 from klrl.grid import (
@@ -17,6 +18,7 @@ from klrl.grid import (
     train_launcher,
     used_tasks,
 )
+from klrl.grid_claims import report as kl_settings_report
 from klrl.models import BUILT_MODELS, get_base_model, recipe_options
 from klrl.models.recipe import build_arguments, recipe_hash
 from klrl.paths import BASES, Layout
@@ -24,6 +26,8 @@ from klrl.plan import grid_cells, plan_hash, plan_of
 
 LAYOUT = Layout.of(config)
 CELLS = expand_grid(config)
+if workflow.is_main_process:  # once per run, not again in each job's own Snakemake (SLURM)
+    sys.stderr.write(kl_settings_report(CELLS))
 BASE_TASKS = base_eval_tasks(CELLS)
 TASKS = used_tasks(CELLS)
 RUNS = str(LAYOUT.runs_file())

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from klrl.engine_correction import EngineCorrection, engine_weights
 from klrl.kl_config import KLConfig
 from klrl.loss import LossConfig, batch_loss, reward_penalty, token_losses
 from klrl.toy.policy import ToyProblem
@@ -87,11 +88,26 @@ def toy_loss_config(config: KLConfig, **options) -> LossConfig:
     return LossConfig(kl=config, group_size=GROUP, **options)
 
 
-def expected_gradient(problem: ToyProblem, config: KLConfig | LossConfig, mode: str) -> torch.Tensor:
-    """E[∇ batch_loss] / β over batches of GROUP samples from q, exactly; zero for 'none'."""
+def expected_gradient(
+    problem: ToyProblem, config: KLConfig | LossConfig, mode: str, engine_theta: torch.Tensor | None = None,
+    correction: EngineCorrection | None = None,
+) -> torch.Tensor:
+    """E[∇ batch_loss] / β over batches of GROUP samples from q, exactly; zero for 'none'.
+
+    With `engine_theta` the samples come from that engine policy instead of q, whose log-probs
+    the trainer still recomputes as μ (πθ on-policy, the stale μ off-policy), each weighted by
+    `correction` (klrl.engine_correction) if one is given.
+    """
     loss_config = config if isinstance(config, LossConfig) else toy_loss_config(config)
     theta = _theta(problem)
     e = enumerate_sequences(problem, mode, theta)
+    q, weights = e.q, None
+    if engine_theta is not None:
+        engine_logp = problem.space.token_logp(engine_theta, e.seqs)
+        q = (engine_logp * e.mask).sum(-1).exp()
+        if correction is not None:
+            trainer_mu = e.logp.detach() if e.behaviour_logp is None else e.behaviour_logp
+            weights, _ = engine_weights(correction, trainer_mu, engine_logp, e.mask)
     n = e.seqs.shape[0]
     first, second = (index.reshape(-1) for index in torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij"))
     rows = torch.stack([first, second], -1)  # (n², 2): every batch, its samples next to each other
@@ -99,11 +115,12 @@ def expected_gradient(problem: ToyProblem, config: KLConfig | LossConfig, mode: 
     def loss_of(batch_rows: torch.Tensor) -> torch.Tensor:
         behaviour = None if e.behaviour_logp is None else e.behaviour_logp[batch_rows]
         rewards = torch.zeros(GROUP, dtype=torch.float64)
-        loss, _ = batch_loss(loss_config, e.logp[batch_rows], e.ref_logp[batch_rows], behaviour, rewards, e.mask[batch_rows])
+        sample_weights = None if weights is None else weights[batch_rows]
+        loss, _ = batch_loss(loss_config, e.logp[batch_rows], e.ref_logp[batch_rows], behaviour, rewards, e.mask[batch_rows], sample_weights)
         return loss
 
     losses = torch.func.vmap(loss_of)(rows)
-    expectation = (e.q[first] * e.q[second] * losses).sum()
+    expectation = (q[first] * q[second] * losses).sum()
     if not expectation.requires_grad:
         return torch.zeros_like(theta)
     (grad,) = torch.autograd.grad(expectation, theta, allow_unused=True)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+from klrl.engine_correction import ENGINE_CORRECTIONS
 from klrl.kl_config import KL_OPTIONS, KLConfig
 from klrl.files import read_yaml
 from klrl.typed import check_fields, field_hint, from_mapping, parse_text
@@ -69,6 +70,11 @@ class TrainConfig:
     vllm_dtype: str = _help(f"dtype of the vLLM engine's weights, one of {VLLM_DTYPES}", "float32")
     vllm_memory_fraction: float = _help("share of the GPU's memory the colocated vLLM engine may take", 0.3)
     vllm_max_model_len: int | None = _help("vLLM's longest sequence, prompt + completion (None: the model's own)", None)
+    engine_correction: str | None = _help(
+        f"weight each vllm rollout by the trainer's μ over the engine's log-probs on the policy and KL terms, one of {ENGINE_CORRECTIONS} "
+        "(<level>-<mode>, klrl.engine_correction; needs temperature 1 and top_p 1: the engine reports raw log-probs); None: no weights, "
+        "the mismatch metrics recorded all the same", None)
+    engine_cap: float = _help("the engine correction's cap on μ/e: truncated above it, or masked outside [1/cap, cap]", 2.0)
     # optimizer
     lr: float = _help("AdamW learning rate", 1e-4)
     weight_decay: float = _help("AdamW weight decay", 0.01)
@@ -129,10 +135,17 @@ class TrainConfig:
             "vllm_memory_fraction": 0 < self.vllm_memory_fraction <= 1,
             "vllm_max_model_len": _positive_or_none(self.vllm_max_model_len),
             "mixed_precision": self.mixed_precision in PRECISIONS,
+            "engine_correction": self.engine_correction is None or self.engine_correction in ENGINE_CORRECTIONS,
+            "engine_cap": self.engine_cap > 1,
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
             raise ValueError(f"train config: bad value for {bad[0]!r}: {getattr(self, bad[0])!r} ({_field_help(bad[0])})")
+        if self.engine_correction is not None and (self.generation_backend != "vllm" or (self.temperature, self.top_p) != (1.0, 1.0)):
+            raise ValueError(
+                f"train config: engine_correction {self.engine_correction!r} needs generation_backend 'vllm', temperature 1 and top_p 1 "
+                "(only the vLLM engine records its log-probs, before temperature and top-p)"
+            )
 
     def to_dict(self) -> dict:
         """Plain values, the form of a settings file: `kl` as its settings mapping, tuples as lists."""

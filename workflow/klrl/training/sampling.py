@@ -37,10 +37,11 @@ class Rollout:
     prompt_mask: torch.Tensor  # (B, P) 1 on real prompt tokens
     completion_ids: torch.Tensor  # (B, L) right-padded with pad_id after EOS
     completion_mask: torch.Tensor  # (B, L) 1 on generated tokens, the first stop token (EOS or end of turn) included
+    engine_logp: torch.Tensor | None = None  # (B, L) the engine's log-probs of the completion tokens (vllm; 0 on padding)
 
     def apply(self, fn) -> Rollout:
         """A rollout of fn(tensor) for each tensor (moving to a device, selecting rows)."""
-        return Rollout(*(fn(tensor) for tensor in vars(self).values()))
+        return Rollout(*(None if tensor is None else fn(tensor) for tensor in vars(self).values()))
 
     @property
     def input_ids(self) -> torch.Tensor:

@@ -7,7 +7,9 @@ One path for every setting (`Learner.learn`):
                one update of one piece: then the update reuses that forward);
  2. advantages from the penalised rewards, once for the batch (`klrl.loss.penalised_advantages`);
  3. diagnostics once for the batch: every estimator (`klrl.kl.kl_stats`), the exact
-               distribution statistics, the importance ratios;
+               distribution statistics, the importance ratios; where the rollout carries the
+               engine's log-probs (vllm), their mismatch with μ and, with `engine_correction`,
+               the weights μ/e that multiply both loss terms (`klrl.engine_correction`);
  4. updates    for each of `ppo_epochs` passes, the batch (shuffled when split) in `minibatches`
                minibatches; for each, the gradient of `klrl.loss.update_loss` accumulated over
                its micro-batches of `micro_batch_size` rows, each aggregated over the
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
+from klrl.engine_correction import EngineCorrection, engine_weights
 from klrl.kl import kl_stats
 from klrl.loss import LossConfig, penalised_advantages, update_loss
 from klrl.objectives import normaliser
@@ -83,12 +86,14 @@ class Learner:
         rewards = rewards.to(mask.device)
         adv = penalised_advantages(self.loss, rewards, scores.logp, scores.ref_logp, mask, scores.behaviour_logp)
         record = self.diagnostics(scores, rewards, adv, mask)
+        weights, engine_record = self.engine_correction(rollout, scores, mask)
+        record |= engine_record
         timings["time/score"] = time.perf_counter() - start
         anchor = scores.logp if scores.behaviour_logp is None else scores.behaviour_logp
         losses = {}
         for epoch in range(config.ppo_epochs):
             for minibatch in self.minibatches(rows, step, epoch, mask.device):
-                losses = self.update(rollout, scores, anchor, adv, mask, minibatch, timings)
+                losses = self.update(rollout, scores, anchor, adv, mask, minibatch, timings, weights)
         if math.isfinite(losses["loss/total"]) and math.isfinite(losses["optim/grad_norm"]):
             self.scheduler.step()  # once per training step: the schedule counts steps, not updates
         if mask.device.type == "cuda":  # GiB, peak so far
@@ -147,6 +152,19 @@ class Learner:
             record["is/clamped_frac"] = (ratio > clamp).float().mean().item() if clamp else 0.0
         return record
 
+    def engine_correction(self, rollout: Rollout, scores: Scores, mask: torch.Tensor) -> tuple[torch.Tensor | None, dict]:
+        """The engine correction's (B, T) weights (None without one) and the engine/ metrics, where
+        the rollout carries the engine's log-probs; μ is the trainer's (πθ pre-update on-policy)."""
+        if rollout.engine_logp is None:
+            return None, {}
+        name = self.config.engine_correction
+        correction = EngineCorrection.from_name(name or "token-truncate", self.config.engine_cap)
+        trainer_mu = scores.logp if scores.behaviour_logp is None else scores.behaviour_logp
+        weights, metrics = engine_weights(correction, trainer_mu, rollout.engine_logp, mask)
+        if name is None:  # the mismatch alone: no weights, so none was truncated or masked
+            return None, {f"engine/{key}": value for key, value in metrics.items() if key != "fraction_corrected"}
+        return weights, {f"engine/{key}": value for key, value in metrics.items()}
+
     def minibatches(self, rows: int, step: int, epoch: int, device: torch.device) -> list[torch.Tensor]:
         """Row indices of each minibatch of one pass: the batch in order when it is not split,
         else a permutation seeded by (seed, step, epoch) cut into `minibatches` equal parts."""
@@ -155,8 +173,9 @@ class Learner:
         order = torch.randperm(rows, generator=seeded_generator(self.config.seed, "minibatch", step, epoch))
         return list(order.to(device).split(rows // self.config.minibatches))
 
-    def update(self, rollout, scores: Scores, anchor, adv, mask, minibatch: torch.Tensor, timings: dict) -> dict:
-        """One optimizer step on the minibatch's rows, the gradient accumulated over micro-batches."""
+    def update(self, rollout, scores: Scores, anchor, adv, mask, minibatch: torch.Tensor, timings: dict, weights=None) -> dict:
+        """One optimizer step on the minibatch's rows, the gradient accumulated over micro-batches
+        (each token's terms multiplied by the engine correction's `weights`, if any)."""
         start = time.perf_counter()
         token_count = None
         if self.procs.world > 1 and self.loss.aggregation == "token-mean":
@@ -170,7 +189,8 @@ class Learner:
             else:
                 part = rollout.apply(lambda tensor: tensor[rows])
                 logp = token_logp(self.logits(self.policy, part), part.completion_ids)
-            parts = update_loss(self.loss, logp, scores.ref_logp[rows], anchor[rows], adv[rows], mask[rows], denominator)
+            row_weights = None if weights is None else weights[rows]
+            parts = update_loss(self.loss, logp, scores.ref_logp[rows], anchor[rows], adv[rows], mask[rows], denominator, row_weights)
             (parts.policy + parts.kl).backward()
             policy_loss, kl_loss = policy_loss + parts.policy.item(), kl_loss + parts.kl.item()
         timings["time/backward"] = timings.get("time/backward", 0.0) + time.perf_counter() - start

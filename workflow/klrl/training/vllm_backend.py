@@ -86,11 +86,19 @@ class VLLMEngine:
         self.llm.reset_prefix_cache()
         self.version = version
 
-    def generate(self, prompts: list[list[int]], params: list) -> list[list[int]]:
-        """The completion token ids of each prompt, one request per prompt."""
+    def generate(self, prompts: list[list[int]], params: list) -> tuple[list[list[int]], list[list[float]] | None]:
+        """The completion token ids of each prompt, one request per prompt, and the engine's
+        log-prob of each sampled token where the params ask for them (`logprobs=0`), else None."""
         inputs = [self._vllm.inputs.TokensPrompt(prompt_token_ids=list(prompt)) for prompt in prompts]
         outputs = self.llm.generate(inputs, params, use_tqdm=False)
-        return [list(output.outputs[0].token_ids) for output in outputs]
+        completions = [list(output.outputs[0].token_ids) for output in outputs]
+        if outputs and outputs[0].outputs[0].logprobs is None:
+            return completions, None
+        logprobs = [
+            [entry[token].logprob for entry, token in zip(output.outputs[0].logprobs, completion)]
+            for output, completion in zip(outputs, completions)
+        ]
+        return completions, logprobs
 
     def sampling_params(self, **values):
         return self._vllm.SamplingParams(**values)
@@ -112,8 +120,11 @@ def request_seeds(generator: torch.Generator | None, count: int) -> list[int]:
     return torch.randint(0, SEED_LIMIT, (count,), generator=generator).tolist()
 
 
-def completions_rollout(prompts: list[list[int]], completions: list[list[int]], pad_id: int, stop_ids: tuple[int, ...]) -> Rollout:
-    """A Rollout (left-padded prompts, right-padded completions) from token lists."""
+def completions_rollout(
+    prompts: list[list[int]], completions: list[list[int]], pad_id: int, stop_ids: tuple[int, ...], logprobs: list[list[float]] | None = None
+) -> Rollout:
+    """A Rollout (left-padded prompts, right-padded completions) from token lists, with the
+    engine's log-probs of the completion tokens if given."""
     prompt_ids, prompt_mask = left_pad(prompts, pad_id)
     width = max(1, max(len(completion) for completion in completions))
     tokens = torch.full((len(completions), width), pad_id, dtype=torch.long)
@@ -121,7 +132,13 @@ def completions_rollout(prompts: list[list[int]], completions: list[list[int]], 
         tokens[row, : len(completion)] = torch.tensor(completion, dtype=torch.long)
     mask = completion_mask(tokens, stop_ids)
     mask &= torch.arange(width)[None, :] < torch.tensor([len(c) for c in completions])[:, None]
-    return Rollout(prompt_ids, prompt_mask, tokens, mask.long())
+    engine_logp = None
+    if logprobs is not None:
+        engine_logp = torch.zeros(len(completions), width)
+        for row, values in enumerate(logprobs):
+            engine_logp[row, : len(values)] = torch.tensor(values)
+        engine_logp *= mask
+    return Rollout(prompt_ids, prompt_mask, tokens, mask.long(), engine_logp)
 
 
 @dataclass
@@ -152,7 +169,9 @@ class VLLMSampler:
                 seed=seed,
                 stop_token_ids=list(self.stop_ids),
                 detokenize=False,
+                logprobs=0,  # the sampled token's own log-prob (klrl.engine_correction)
             )
             for seed in seeds
         ]
-        return completions_rollout(prompts, self.engine.generate(prompts, params), self.pad_id, self.stop_ids)
+        completions, logprobs = self.engine.generate(prompts, params)
+        return completions_rollout(prompts, completions, self.pad_id, self.stop_ids, logprobs)

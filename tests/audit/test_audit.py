@@ -1,0 +1,89 @@
+"""`klrl audit`: the one-call expectation equals the exact loop over groups, planted bugs are
+caught (a KL term under no_grad reads as a zero gradient, a flipped sign as biased), TRL's
+settings estimate the gradients the registry names, and the README's block is a fresh run's."""
+
+import pytest
+import torch
+
+from klrl.audit.command import markdown, readme_block
+from klrl.audit.exact import AuditSetting, audit_rows, expected_gradient
+from klrl.kl_config import KLConfig
+from klrl.loss import batch_loss
+from klrl.toy import exact
+from klrl.toy.policy import make_problem
+
+
+def klrl_setting(name: str, wrap=lambda loss: loss, bug: str = "") -> AuditSetting:
+    """This project's own loss for `name` as an audited library; `wrap` plants a bug in it."""
+    config = exact.toy_loss_config(KLConfig.from_name(name, beta=1.0))
+
+    def loss(batch):
+        behaviour = batch.sampling_logp if batch.off_policy else None
+        rewards = torch.zeros(batch.seqs.shape[0], dtype=batch.logp.dtype)
+        return wrap(lambda: batch_loss(config, batch.logp, batch.ref_logp, behaviour, rewards, batch.mask)[0])()
+
+    return AuditSetting("klrl", "test", name + bug, loss, tokens_averaged=False)
+
+
+@pytest.mark.parametrize("name", ["k1-reward", "k3-loss", "k1-reward-prefixis"])
+@pytest.mark.parametrize("mode", ["on", "off"])
+def test_one_call_expectation_equals_the_loop_over_groups(name, mode):
+    problem = make_problem(vocab=2, horizon=3, seed=1)
+    reference = exact.expected_gradient(problem, KLConfig.from_name(name, beta=1.0), mode)
+    torch.testing.assert_close(expected_gradient(problem, klrl_setting(name), mode), reference, rtol=1e-10, atol=1e-12)
+
+
+def _under_no_grad(compute):
+    def run():
+        with torch.no_grad():
+            return compute()
+
+    return run
+
+
+def _flipped(compute):
+    return lambda: -compute()
+
+
+def test_planted_bugs_are_caught():
+    settings = [klrl_setting("k1-reward"), klrl_setting("k1-reward", _under_no_grad, " under no_grad"), klrl_setting("k1-reward", _flipped, " sign flipped")]
+    rows = audit_rows(settings, 2, 3)
+    on = {row["setting"]: row for row in rows if row["mode"] == "on"}
+    assert on["k1-reward"]["estimates"] == "sequence-reverse-kl" and on["k1-reward"]["rel_bias"] < 1e-12
+    assert on["k1-reward under no_grad"]["estimates"] == "zero"
+    assert on["k1-reward under no_grad"]["rel_bias"] == pytest.approx(1.0, abs=1e-12)
+    assert on["k1-reward sign flipped"]["estimates"] == "other"
+    assert on["k1-reward sign flipped"]["rel_bias"] == pytest.approx(2.0, abs=1e-12)
+    assert "| klrl | test | k1-reward under no_grad | biased, 1.000 (zero) | biased, 1.000 (zero) |" in markdown(rows)
+
+
+@pytest.fixture(scope="module")
+def trl_rows():
+    pytest.importorskip("trl")
+    from klrl.audit.trl_adapter import settings
+
+    return {(row["setting"], row["mode"]): row for row in audit_rows(settings(), vocab=2, horizon=3)}
+
+
+@pytest.mark.slow
+def test_trl_settings_estimate_the_gradients_the_registry_names(trl_rows):
+    from importlib.metadata import version
+
+    estimates = {key: row["estimates"] for key, row in trl_rows.items()}
+    grpo = "GRPOTrainer beta>0, loss_type=dapo, use_bias_correction_kl={}, importance_sampling_level={}"
+    assert estimates[(grpo.format(True, "token") + " (defaults)", "on")] == "token-reverse-kl"
+    assert estimates[(grpo.format(True, "token") + " (defaults)", "off")] == "token-reverse-kl"
+    assert estimates[(grpo.format(False, "token"), "on")] == "token-forward-kl"
+    assert estimates[(grpo.format(True, "sequence"), "on")] == "other"
+    assert estimates[("RLOOTrainer beta>0 (KL in the reward, defaults)", "on")] == "sequence-reverse-kl"
+    assert estimates[("RLOOTrainer beta>0 (KL in the reward, defaults)", "off")] == "other"
+    assert {row["version"] for row in trl_rows.values()} == {version("trl")}
+    assert {row["method"] for row in trl_rows.values()} == {"exact"}
+
+
+@pytest.mark.slow
+def test_readme_audit_block_equals_a_fresh_run(repo_root):
+    pytest.importorskip("trl")
+    from klrl.audit.trl_adapter import settings
+
+    assert readme_block(audit_rows(settings())) in (repo_root / "README.md").read_text()

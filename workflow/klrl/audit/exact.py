@@ -1,0 +1,136 @@
+"""The exact expected gradient of a library's own loss on the toy policy, against ∇KL.
+
+An `AuditSetting` is one KL setting of one library: a function from a `GroupBatch` (the
+tensors a trainer holds for a batch of groups of 2 sequences, the task reward 0) to the
+library's own loss. Its expected gradient over batches of one group drawn from q (πθ
+on-policy, the stale μ off-policy),
+    E[∇L] = Σ_{y1, y2} q(y1) q(y2) ∇L(y1, y2),
+comes from ONE call on all n² groups at once: every row's log-probs enter as
+    log πθ + (w − 1)·(log πθ − sg(log πθ)),   w = n²·q(y1)·q(y2),
+equal in value and with the gradient scaled by w. That is exact whenever the library's loss
+on several groups is the mean of its losses on each, which its means over sequences or over
+tokens are on the toy's fixed-length sequences (`tests/audit` checks it against a loop over
+the groups). The expectation is an exact sum; no setting here needs Monte Carlo, and each row
+says `method: exact`.
+
+Each expected gradient (divided by β, and multiplied by T where the library averages its KL
+term over tokens: every toy sequence has T tokens) is compared with the targets the registry
+names (`klrl.estimators`): `estimates` is the one it equals (relative difference below
+MATCH_TOLERANCE), `zero`, or `other`; `rel_bias` = ‖E[ĝ] − ∇KL‖/‖∇KL‖ as in the toy table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from klrl.estimators import OTHER, SEQUENCE_REVERSE_KL, TOKEN_FORWARD_KL, TOKEN_REVERSE_KL, ZERO
+from klrl.toy.bias import LAG_STEPS, total_variation
+from klrl.toy.exact import MODES, enumerate_sequences, sequence_kl_gradient, token_kl_gradient
+from klrl.toy.policy import make_problem
+
+GROUP = 2  # sequences per group: the smallest group a leave-one-out or group-normalised baseline allows
+MATCH_TOLERANCE = 1e-6
+COLUMNS = ("library", "version", "setting", "mode", "method", "estimates", "rel_bias", "lag", "tv", "vocab", "horizon", "seed")
+
+
+@dataclass
+class GroupBatch:
+    """Every pair of toy sequences, each pair a group in consecutive rows (B = 2n² rows)."""
+
+    seqs: torch.Tensor  # (B, T) token ids
+    logp: torch.Tensor  # (B, T) log πθ per token, differentiable
+    ref_logp: torch.Tensor  # (B, T) log πref
+    sampling_logp: torch.Tensor  # (B, T) the sampler's log-probs: log μ off-policy, sg(log πθ) on-policy
+    off_policy: bool
+    mask: torch.Tensor  # (B, T) completion mask (all ones: fixed-length sequences)
+
+    @property
+    def groups(self) -> int:
+        return self.seqs.shape[0] // GROUP
+
+
+@dataclass(frozen=True)
+class AuditSetting:
+    library: str
+    version: str
+    name: str  # the setting in the library's own terms
+    loss: Callable[[GroupBatch], torch.Tensor]  # the library's loss on the batch, β = 1
+    tokens_averaged: bool  # the library averages the KL term over tokens (its gradient is multiplied by T)
+
+
+def expected_gradient(problem, setting: AuditSetting, mode: str) -> torch.Tensor:
+    """E[∇L] over batches of one group from q, exactly (scaled by T if the KL term is a token mean)."""
+    theta = problem.theta.clone().requires_grad_(True)
+    e = enumerate_sequences(problem, mode, theta)
+    n, horizon = e.seqs.shape
+    first, second = (index.reshape(-1) for index in torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij"))
+    rows = torch.stack([first, second], -1).reshape(-1)
+    weight = (n * n * e.q[first] * e.q[second]).repeat_interleave(GROUP)[:, None]
+    logp = e.logp[rows]
+    sampling = e.logp.detach()[rows] if e.behaviour_logp is None else e.behaviour_logp[rows]
+    batch = GroupBatch(
+        seqs=e.seqs[rows],
+        logp=logp + (weight - 1) * (logp - logp.detach()),
+        ref_logp=e.ref_logp[rows],
+        sampling_logp=sampling,
+        off_policy=e.behaviour_logp is not None,
+        mask=e.mask[rows],
+    )
+    loss = setting.loss(batch)
+    if not loss.requires_grad:
+        return torch.zeros_like(theta)
+    (grad,) = torch.autograd.grad(loss, theta, allow_unused=True)
+    grad = torch.zeros_like(theta) if grad is None else grad
+    return grad * horizon if setting.tokens_averaged else grad
+
+
+def named_targets(problem, mode: str) -> dict[str, torch.Tensor]:
+    """The gradients the registry names, in `mode` (prefixes from q for the token-level ones)."""
+    return {
+        SEQUENCE_REVERSE_KL: sequence_kl_gradient(problem),
+        TOKEN_REVERSE_KL: token_kl_gradient(problem, mode, "reverse"),
+        TOKEN_FORWARD_KL: token_kl_gradient(problem, mode, "forward"),
+    }
+
+
+def identify(gradient: torch.Tensor, targets: dict[str, torch.Tensor]) -> str:
+    """The target `gradient` equals, `zero`, or `other`."""
+    scale = targets[SEQUENCE_REVERSE_KL].norm()
+    if gradient.norm() <= MATCH_TOLERANCE * scale:
+        return ZERO
+    for name, target in targets.items():
+        if (gradient - target).norm() <= MATCH_TOLERANCE * target.norm():
+            return name
+    return OTHER
+
+
+def audit_rows(settings: list[AuditSetting], vocab: int = 3, horizon: int = 4, seed: int = 0) -> list[dict]:
+    """One row per setting and mode (columns COLUMNS), on the toy problem of `klrl toy-bias`."""
+    problem = make_problem(vocab, horizon, seed, lag_steps=LAG_STEPS)
+    tv = total_variation(problem)
+    rows = []
+    for setting in settings:
+        for mode in MODES:
+            targets = named_targets(problem, mode)
+            gradient = expected_gradient(problem, setting, mode)
+            true_grad = targets[SEQUENCE_REVERSE_KL]
+            rows.append(
+                {
+                    "library": setting.library,
+                    "version": setting.version,
+                    "setting": setting.name,
+                    "mode": mode,
+                    "method": "exact",
+                    "estimates": identify(gradient, targets),
+                    "rel_bias": ((gradient - true_grad).norm() / true_grad.norm()).item(),
+                    "lag": LAG_STEPS,
+                    "tv": tv,
+                    "vocab": vocab,
+                    "horizon": horizon,
+                    "seed": seed,
+                }
+            )
+    return rows
