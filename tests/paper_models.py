@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 TEMPLATES = Path(__file__).parent / "fixtures" / "chat_templates"
@@ -82,6 +82,9 @@ def write_tokenizer(name: str, out: Path):
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     backend.decoder = decoders.ByteLevel()
     backend.add_special_tokens(list(model.special_tokens))
+    bos = model.tokens["bos_token"]
+    if bos:  # Llama 3's tokenizer.json prepends its BOS to every encoding
+        backend.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, backend.token_to_id(bos))])
     out.mkdir(parents=True, exist_ok=True)
     backend.save(str(out / "tokenizer.json"))
     settings = {"tokenizer_class": model.tokenizer_class, "model_max_length": 131072, "clean_up_tokenization_spaces": False}
