@@ -51,6 +51,7 @@ def scripted(model, tokens: list[int]):
     return model.lm_head.register_forward_hook(choose)
 
 
+@pytest.mark.slow  # writes a model and starts the grading service
 @pytest.mark.parametrize("name", PAPER_MODELS)
 def test_a_completion_ends_at_the_end_of_turn_and_its_answer_is_rewarded(name, tmp_path):
     """After the turn's answer the model goes on with another turn's; the completion stops at the
