@@ -79,7 +79,7 @@ def _assert_same_metrics(single: Path, pair: Path, rel: float, keys=COMPARED, at
     for one, two in zip(ours, theirs):
         for key in keys:
             if key in one:
-                assert _close(one[key], two[key], rel, atol), (one["step"], key, one[key], two[key])
+                assert _close(one[key], two[key], rel, atol), (pair, one["step"], key, one[key], two[key])
 
 
 def _assert_same_weights(single: Path, pair: Path, atol: float) -> None:
@@ -198,9 +198,8 @@ def _paper_cells(name: str, base: Path, data: Path) -> dict[str, dict]:
     return {policy: settings | data_files for policy, settings in cells.items()}
 
 
-@pytest.mark.slow  # torchrun: 2 and 4 processes, three launches
-@pytest.mark.parametrize("name", PAPER_MODELS)
-def test_the_papers_architectures_train_alike_in_one_two_and_four_processes(name, arith_data, tmp_path):
+@pytest.mark.slow  # torchrun: 2 and 4 processes; three launches, each training the six cells in turn
+def test_the_papers_architectures_train_alike_in_one_two_and_four_processes(arith_data, tmp_path):
     """Each paper architecture (tests/paper_models.py), declared as config/paper.yaml declares it
     and trained with its settings (`_paper_cells`), on- and off-policy, in 1, 2 and 4 processes.
 
@@ -213,24 +212,24 @@ def test_the_papers_architectures_train_alike_in_one_two_and_four_processes(name
     the next steps start from weights a few such moves apart. Measured on CPU: metrics within
     3e-3 (below one bfloat16 rounding, 2^-8 ≈ 4e-3), updates within 0.3%; most cells agree to
     1e-6."""
-    base = write_paper_model(name, tmp_path / "base")
-    cells = _paper_cells(name, base, arith_data)
-    assert cells["on"]["base_model"] == str(base) and cells["on"]["mixed_precision"] == "bf16" and cells["off"]["activation_checkpointing"]
+    bases = {name: write_paper_model(name, tmp_path / name / "base") for name in PAPER_MODELS}
+    cells = {(name, policy): settings for name, base in bases.items() for policy, settings in _paper_cells(name, base, arith_data).items()}
     seconds = {}
     for processes, launcher in ((1, [sys.executable]), (2, TORCHRUN), (4, TORCHRUN_4)):
-        folders = {tmp_path / f"{policy}-{processes}": settings for policy, settings in cells.items()}
+        folders = {tmp_path / name / f"{policy}-{processes}": settings for (name, policy), settings in cells.items()}
         seconds[processes] = _train_cells(folders, launcher, [str(PARITY_CLI)])
-    print(f"{name} wall times by processes: {seconds}")
-    for policy in cells:
-        single = tmp_path / f"{policy}-1" / "train"
+    print(f"wall times by processes: {seconds}")
+    for (name, policy), settings in cells.items():
+        assert settings["base_model"] == str(bases[name]) and settings["mixed_precision"] == "bf16" and settings["activation_checkpointing"]
+        single = tmp_path / name / f"{policy}-1" / "train"
         for processes in (2, 4):
-            many = tmp_path / f"{policy}-{processes}" / "train"
+            many = tmp_path / name / f"{policy}-{processes}" / "train"
             _assert_same_metrics(single, many, rel=1e-2, keys=(*COMPARED, "is/ratio_max"))
-            _assert_same_update(base, single, many, rel=1e-2)
+            _assert_same_update(bases[name], single, many, rel=1e-2)
             _assert_a_plain_model_folder(many, PAPER_MODELS[name].architecture)
-        metrics = read_metrics(tmp_path / f"{policy}-4" / "train" / "metrics.jsonl")
+        metrics = read_metrics(tmp_path / name / f"{policy}-4" / "train" / "metrics.jsonl")
         assert any(r.get("loss/kl", 0) != 0 for r in metrics) and any(r.get("rollout/advantage_abs_mean", 0) > 0 for r in metrics)
-    assert any(r.get("is/ratio_max", 1.0) != 1.0 for r in read_metrics(tmp_path / "off-4" / "train" / "metrics.jsonl"))  # μ ≠ πθ
+        assert any(r.get("is/ratio_max", 1.0) != 1.0 for r in metrics) == (policy == "off")  # μ ≠ πθ off-policy only
 
 
 @pytest.mark.slow  # torchrun: two processes
