@@ -1,8 +1,9 @@
 """The paper's three base models in miniature, written as local Hugging Face folders: each is
 built from its Hub config.json (the values below) with only the sizes reduced, by the same
 transformers class, with random weights, a byte-level tokenizer that carries the model's real
-special tokens and chat template (tests/fixtures/chat_templates, the templates the Hub's
-tokenizer_config.json files hold), and the model's generation_config.json end-of-sequence tokens.
+special tokens and chat template, and the model's generation_config.json end-of-sequence tokens.
+The templates (tests/fixtures/chat_templates) are those of the Hub's tokenizer_config.json files,
+as TRL 1.16 stores them (trl/chat_templates: qwen2_5, llama3_1, qwen3_instruct_2507).
 
     qwen2.5-7b            Qwen2ForCausalLM: biases on q/k/v, untied embeddings; EOS <|endoftext|>,
                           the turn ends at <|im_end|> (named by the chat template only)
