@@ -1,6 +1,7 @@
 """Data-parallel training under torchrun (FSDP2 on CPU with gloo, two processes) against the
 single process: the same metrics and final weights, on- and off-policy; bf16 mixed precision;
-the decoding loop holding the weights all-gathered."""
+the decoding loop holding the weights all-gathered; the paper's three architectures, as
+config/paper.yaml trains them, at 1, 2 and 4 processes."""
 
 import dataclasses
 import json
@@ -23,9 +24,13 @@ from klrl.training.record import read_metrics
 from safetensors.torch import load_file
 
 from conftest import tiny_config, tiny_settings
+from klrl.grid import expand_grid
+from paper_models import PAPER_MODELS, write_paper_model
+from workflow_helpers import load_config
 
 PARITY_CLI = Path(__file__).parents[1] / "parity_klrl.py"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+TORCHRUN_4 = [*TORCHRUN[:-1], "4"]
 COMPARED = ("loss/total", "loss/kl", "loss/policy", "kl/k1", "kl/k2", "kl/k3", "optim/grad_norm", "rollout/reward_mean", "periodic_eval/pass@1")
 
 
@@ -35,14 +40,20 @@ def _settings(tiny_base, arith_data, kl="none", beta=0.0, kl_options=None, **ove
 
 def _train(folder: Path, settings: dict, launcher: list[str], cli: list[str]) -> float:
     """Run `klrl train` on a config written into `folder`; returns the wall time in seconds."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "cell.yaml").write_text(yaml.safe_dump(settings))
+    return _train_cells({folder: settings}, launcher, cli)
+
+
+def _train_cells(cells: dict[Path, dict], launcher: list[str], cli: list[str]) -> float:
+    """`klrl train` on each cell's config (written into its folder), the cells one after the
+    other in one launch (parity_klrl.py's `+`); returns the wall time in seconds."""
+    commands = []
+    for folder, settings in cells.items():
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "cell.yaml").write_text(yaml.safe_dump(settings))
+        commands += [*(["+"] if commands else []), "train", "--config", str(folder / "cell.yaml"), "--out", str(folder / "train")]
     env = os.environ | {"OMP_NUM_THREADS": "1"}
     start = time.monotonic()
-    result = subprocess.run(
-        [*launcher, *cli, "train", "--config", str(folder / "cell.yaml"), "--out", str(folder / "train")],
-        capture_output=True, text=True, env=env, timeout=300, check=False,
-    )
+    result = subprocess.run([*launcher, *cli, *commands], capture_output=True, text=True, env=env, timeout=300, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     return time.monotonic() - start
 
@@ -69,7 +80,7 @@ def _assert_same_metrics(single: Path, pair: Path, rel: float, keys=COMPARED, at
     for one, two in zip(ours, theirs):
         for key in keys:
             if key in one:
-                assert _close(one[key], two[key], rel, atol), (one["step"], key, one[key], two[key])
+                assert _close(one[key], two[key], rel, atol), (pair, one["step"], key, one[key], two[key])
 
 
 def _assert_same_weights(single: Path, pair: Path, atol: float) -> None:
@@ -80,9 +91,23 @@ def _assert_same_weights(single: Path, pair: Path, atol: float) -> None:
         assert torch.allclose(ours[name], theirs[name], atol=atol, rtol=0), (name, (ours[name] - theirs[name]).abs().max())
 
 
-def _assert_a_plain_model_folder(train: Path) -> None:
+def _assert_same_update(base: Path, single: Path, many: Path, rel: float) -> None:
+    """The update of `many` (final weights − the base's) within `rel` of `single`'s in L2 norm;
+    its saved weights float32. Several processes save tied output embeddings a second time
+    (the gathered copies no longer share memory): an extra `lm_head.weight` must be that copy."""
+    before, ours, theirs = (load_file(folder / "model.safetensors") for folder in (base, single / "final", many / "final"))
+    assert before.keys() <= ours.keys() & theirs.keys() and {tensor.dtype for tensor in theirs.values()} == {torch.float32}
+    for extra in (ours.keys() | theirs.keys()) - before.keys():
+        saved = ours if extra in ours else theirs
+        assert extra == "lm_head.weight" and torch.equal(saved[extra], saved["model.embed_tokens.weight"]), extra
+    update = sum(((ours[name] - before[name]) ** 2).sum() for name in before).sqrt()
+    apart = sum(((ours[name] - theirs[name]) ** 2).sum() for name in before).sqrt()
+    assert update > 0 and apart <= rel * update, (many, apart.item(), update.item())
+
+
+def _assert_a_plain_model_folder(train: Path, architecture: str = "LlamaForCausalLM") -> None:
     config = json.loads((train / "final" / "config.json").read_text())
-    assert config["architectures"] == ["LlamaForCausalLM"]
+    assert config["architectures"] == [architecture]
     assert json.loads((train / "status.json").read_text())["status"] == "completed"
     assert not (train / "checkpoints").exists()
 
@@ -147,6 +172,65 @@ def test_two_processes_train_like_one_off_policy(tiny_base, arith_data, tmp_path
     assert any(r.get("is/ratio_max", 1.0) != 1.0 for r in read_metrics(pair / "metrics.jsonl"))  # μ ≠ πθ
     _assert_same_weights(single, pair, atol=1e-5)
     _assert_a_plain_model_folder(pair)
+
+
+def _paper_cells(name: str, base: Path, data: Path) -> dict[str, dict]:
+    """The settings of an on- and an off-policy cell of the paper model `name`, as config/paper.yaml
+    makes them (its `train` section and groups: bf16 over float32 master weights, activation
+    checkpointing, micro-batches of 2; off-policy the Dr. GRPO advantage, IS cap 8, KL clamp 10),
+    with the model declared by `hub:` as the local folder `base` (the path of a Hub model), and
+    only scale changed: 3 steps of 4 prompts × 4 samples at lag 2, a larger learning rate (so that
+    the updates stand out of bfloat16's rounding), the task's data and reward those of `data`
+    with the parity reward (an untrained model earns no other), HF rollouts on CPU processes."""
+    paper = load_config("paper")
+    group = {group["name"]: group for group in paper["groups"]}
+    config = paper | {
+        "models": {name: {"hub": str(base)}},
+        "jobs": {"gpus": 0, "threads": 4, "processes": 4},
+        "train": paper["train"] | {"generation_backend": "hf", "max_new_tokens": 6, "eval_size": 2, "eval_samples": 1},
+        "train_overrides": {"steps": 3, "prompts_per_step": 4, "group_size": 2, "async_lag": 2, "checkpoint_every": 2, "lr": 1e-3},
+        "groups": [
+            group["on-policy"] | {"models": [name], "kl": ["k3-loss"], "beta": [0.1]},
+            group["off-policy-math"] | {"models": [name], "kl": ["k1-loss"]},
+        ],
+    }
+    cells = {cell.policy: cell.train for cell in expand_grid(config).values()}
+    data_files = {"train_data": str(data / "train.jsonl"), "eval_data": str(data / "test.jsonl"), "reward": "parity"}
+    return {policy: settings | data_files for policy, settings in cells.items()}
+
+
+@pytest.mark.slow  # torchrun: 2 and 4 processes; three launches, each training the six cells in turn
+def test_the_papers_architectures_train_alike_in_one_two_and_four_processes(arith_data, tmp_path):
+    """Each paper architecture (tests/paper_models.py), declared as config/paper.yaml declares it
+    and trained with its settings (`_paper_cells`), on- and off-policy, in 1, 2 and 4 processes.
+
+    Tolerance: every per-step metric within 1e-2 relatively (1e-6 absolutely near 0), and the
+    update of the weights (final − base) of 2 and 4 processes within 1% of the single process's
+    in L2 norm. Each row is computed alike whatever the world size (the same micro-batches of
+    2 rows, in bfloat16), so the first update is the same to float32 rounding of the gradient's
+    sum (the order of the reduction differs: ~1e-7). AdamW's first steps are normalised, though:
+    a weight whose gradient is at that rounding level moves by ±lr whichever way it rounds, and
+    the next steps start from weights a few such moves apart. Measured on CPU: metrics within
+    3e-3 (below one bfloat16 rounding, 2^-8 ≈ 4e-3), updates within 0.3%; most cells agree to
+    1e-6."""
+    bases = {name: write_paper_model(name, tmp_path / name / "base") for name in PAPER_MODELS}
+    cells = {(name, policy): settings for name, base in bases.items() for policy, settings in _paper_cells(name, base, arith_data).items()}
+    seconds = {}
+    for processes, launcher in ((1, [sys.executable]), (2, TORCHRUN), (4, TORCHRUN_4)):
+        folders = {tmp_path / name / f"{policy}-{processes}": settings for (name, policy), settings in cells.items()}
+        seconds[processes] = _train_cells(folders, launcher, [str(PARITY_CLI)])
+    print(f"wall times by processes: {seconds}")
+    for (name, policy), settings in cells.items():
+        assert settings["base_model"] == str(bases[name]) and settings["mixed_precision"] == "bf16" and settings["activation_checkpointing"]
+        single = tmp_path / name / f"{policy}-1" / "train"
+        for processes in (2, 4):
+            many = tmp_path / name / f"{policy}-{processes}" / "train"
+            _assert_same_metrics(single, many, rel=1e-2, keys=(*COMPARED, "is/ratio_max"))
+            _assert_same_update(bases[name], single, many, rel=1e-2)
+            _assert_a_plain_model_folder(many, PAPER_MODELS[name].architecture)
+        metrics = read_metrics(tmp_path / name / f"{policy}-4" / "train" / "metrics.jsonl")
+        assert any(r.get("loss/kl", 0) != 0 for r in metrics) and any(r.get("rollout/advantage_abs_mean", 0) > 0 for r in metrics)
+        assert any(r.get("is/ratio_max", 1.0) != 1.0 for r in metrics) == (policy == "off")  # μ ≠ πθ off-policy only
 
 
 RESUMES = {"2 processes, crash, 2 resume": (TORCHRUN, TORCHRUN), "2 write, 1 resumes": (TORCHRUN, []), "1 writes, 2 resume": ([], TORCHRUN)}

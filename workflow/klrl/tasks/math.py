@@ -10,8 +10,9 @@
 source="fixture" reads `fixtures/math.jsonl` instead: 36 hand-written problems in the raw train
 format, 5-6 per subject. Its "test" split is every third problem of each subject (the 3rd, 6th, ...
 in file order), "train" the rest. Both sources go through `convert`, so the fixture exercises the
-exact conversion paper-scale runs use. A malformed raw row raises ValueError naming the source, the
-row and the problem; nothing is skipped silently.
+exact conversion paper-scale runs use; local copies of the Hub's repositories take the Hub's
+place under KLRL_HUB_DATASETS (klrl.tasks.hub). A malformed raw row raises ValueError naming the
+source, the row and the problem; nothing is skipped silently.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from klrl.answers import extract_boxed
 from klrl.files import read_jsonl
+from klrl.tasks.hub import hub_dataset
 
 TRAIN_HUB = "EleutherAI/hendrycks_math"
 TEST_HUB = "HuggingFaceH4/MATH-500"
@@ -96,11 +98,11 @@ def _hub_rows(split: str) -> list[dict]:
     import datasets
 
     if split == "test":
-        raws = datasets.load_dataset(TEST_HUB, split="test")
+        raws = datasets.load_dataset(hub_dataset(TEST_HUB), split="test")
         return [convert(raw, raw.get("unique_id") or f"math500/{i}", TEST_HUB) for i, raw in enumerate(raws)]
     rows = []
     for subject in SUBJECTS:
-        raws = datasets.load_dataset(TRAIN_HUB, subject, split="train")
+        raws = datasets.load_dataset(hub_dataset(TRAIN_HUB), subject, split="train")
         rows += [convert(raw, f"math/train/{subject}/{i}", f"{TRAIN_HUB}[{subject}]") for i, raw in enumerate(raws)]
     return rows
 

@@ -5,7 +5,8 @@ Hub: `cais/mmlu`, config = the subject, split "test"; raw rows have question, su
 answer: the question, one line "(A) ..." per choice, then "Answer with the letter of the correct
 choice."; the reference answer is the letter. source="fixture" reads `fixtures/mmlu.jsonl`, six
 hand-written questions per subject in the same raw format, through the same `convert`. A malformed
-raw row raises ValueError naming the source, the row and the problem.
+raw row raises ValueError naming the source, the row and the problem. A local copy of the Hub's
+repository takes the Hub's place under KLRL_HUB_DATASETS (klrl.tasks.hub).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from klrl.files import read_jsonl
+from klrl.tasks.hub import hub_dataset
 
 HUB = "cais/mmlu"
 SUBJECTS = ("college_physics", "college_chemistry", "college_biology")
@@ -49,7 +51,7 @@ def load_mmlu(subject: str, source: str = "hub") -> list[dict]:
     if source == "hub":
         import datasets
 
-        raws = datasets.load_dataset(HUB, subject, split="test")
+        raws = datasets.load_dataset(hub_dataset(HUB), subject, split="test")
         return [convert(raw, f"mmlu/{subject}/{i}", f"{HUB}[{subject}]") for i, raw in enumerate(raws)]
     if source != "fixture":
         raise ValueError(f"MMLU source {source!r} is not one of hub, fixture")
