@@ -152,11 +152,19 @@ class Processes:
     # ------------------------------------------------------------------ state
     def full_state(self, model: torch.nn.Module) -> dict:
         """The model's unsharded weights on the CPU (a copy) on rank 0, {} on the other ranks:
-        what final/ holds. Collective: every rank calls it."""
+        what final/ holds, tied weights (output embeddings) one tensor under both names, as in
+        the model. Collective: every rank calls it."""
         if not self.sharded:
-            return {name: tensor.detach().to("cpu", copy=True) for name, tensor in model.state_dict().items()}
-        api = _state_api()
-        return api.get_model_state_dict(model, options=api.StateDictOptions(full_state_dict=True, cpu_offload=True))
+            state = {name: tensor.detach().to("cpu", copy=True) for name, tensor in model.state_dict().items()}
+        else:
+            api = _state_api()
+            state = api.get_model_state_dict(model, options=api.StateDictOptions(full_state_dict=True, cpu_offload=True))
+        first_name = {}
+        for name, parameter in model.named_parameters(remove_duplicate=False):
+            first_name.setdefault(id(parameter), name)
+            if state and first_name[id(parameter)] != name:
+                state[name] = state[first_name[id(parameter)]]
+        return state
 
     def load_from_main(self, model: torch.nn.Module, source: torch.nn.Module | None, mixed_precision: str = "none", offload: bool = False) -> torch.nn.Module:
         """`model`, built on the meta device with the architecture of rank 0's `source`, sharded
