@@ -86,6 +86,11 @@ class VLLMEngine:
         self.llm.reset_prefix_cache()
         self.version = version
 
+    def close(self) -> None:
+        """Shut the engine down now. Its shutdown destroys vLLM's process groups (and the default
+        one), so it must come before the trainer's own teardown, not from a finalizer at exit."""
+        self.llm.llm_engine.engine_core.shutdown()
+
     def generate(self, prompts: list[list[int]], params: list) -> list[list[int]]:
         """The completion token ids of each prompt, one request per prompt."""
         inputs = [self._vllm.inputs.TokensPrompt(prompt_token_ids=list(prompt)) for prompt in prompts]
@@ -137,6 +142,9 @@ class VLLMSampler:
 
     def sync(self, model, version: int) -> None:
         self.engine.sync(model, version)
+
+    def close(self) -> None:
+        self.engine.close()
 
     def sample(self, model, prompts: list[list[int]], generator: torch.Generator | None, rows: slice = slice(None)) -> Rollout:
         """Completions of the prompts in `rows` from the engine, which must hold `model`'s weights
