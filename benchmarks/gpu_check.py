@@ -27,6 +27,7 @@ through benchmarks/gpu_check.sh.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import math
@@ -119,7 +120,7 @@ def train_settings(args: argparse.Namespace, base: Path, data: Path, rollouts: s
 
 def torchrun(args: argparse.Namespace, run: Path, settings: dict, env: dict, wait: bool = True):
     """`klrl train` under torchrun in run/train, its output in run/train.log; the exit status,
-    or the running process (its own process group) when not waiting."""
+    or the running process when not waiting."""
     run.mkdir(parents=True, exist_ok=True)
     (run / "cell.yaml").write_text(yaml.safe_dump(settings))
     command = [
@@ -127,7 +128,7 @@ def torchrun(args: argparse.Namespace, run: Path, settings: dict, env: dict, wai
         "-m", "klrl", "train", "--config", str(run / "cell.yaml"), "--out", str(run / "train"),
     ]  # fmt: skip
     log = (run / "train.log").open("a")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
     return process.wait() if wait else process
 
 
@@ -185,6 +186,37 @@ def same_run(resumed: list[dict], straight: list[dict], first_kept: list[dict]) 
     return worst <= RESUME_TOLERANCE, f"resumed at step {CHECKPOINT_STEP}; largest relative gap to the uninterrupted run {worst:.2g} (tolerance {RESUME_TOLERANCE:g})"
 
 
+def process_tree() -> dict[int, tuple[int, str]]:
+    """Every process's parent and state, from Linux's /proc."""
+    tree = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # it ended meanwhile
+            continue
+        tree[int(stat.parent.name)] = (int(fields[1]), fields[0])
+    return tree
+
+
+def kill_job(process: subprocess.Popen) -> None:
+    """SIGKILL torchrun and every process under it at once (its workers run in sessions of
+    their own, so killing its process group would leave them training), and wait until they
+    are gone."""
+    tree = process_tree()
+    job, queue = [], [process.pid]
+    while queue:
+        parent = queue.pop()
+        job.append(parent)
+        queue += [pid for pid, (ppid, _) in tree.items() if ppid == parent]
+    for pid in job:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    process.wait()
+    deadline = time.monotonic() + 60
+    while any(process_tree().get(pid, (0, "Z"))[1] != "Z" for pid in job) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def interrupt_and_resume(args: argparse.Namespace, run: Path, settings: dict, env: dict) -> tuple[list[dict], list[dict]] | str:
     """Kill the run once step CHECKPOINT_STEP is logged, note its earlier records, run it again;
     the resumed run's records and the earlier ones as they were before, or why not."""
@@ -193,8 +225,7 @@ def interrupt_and_resume(args: argparse.Namespace, run: Path, settings: dict, en
         time.sleep(0.05)
     if process.poll() is not None:
         return f"the run ended (exit {process.returncode}) before step {CHECKPOINT_STEP} was logged"
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+    kill_job(process)
     if status(run) != "none":
         return "the run finished before it could be killed (more --steps)"
     before = [r for r in step_records(run) if r["step"] < CHECKPOINT_STEP]
@@ -260,7 +291,7 @@ def run_stages(args: argparse.Namespace) -> dict[str, bool]:
     if not (data / "manifest.json").exists():
         prepare("arith", data, seed=0, sizes={"train": 256, "test": 32})
     env = os.environ | {"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    runs = args.out / f"runs-{args.model}-{args.device}-{args.gpus}"
+    runs = args.out / f"runs-{args.device}-{args.gpus}"
     shutil.rmtree(runs, ignore_errors=True)
     if ready("fsdp-bf16"):
         run = runs / "fsdp-bf16"

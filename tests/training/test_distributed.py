@@ -190,7 +190,7 @@ def test_bf16_keeps_float32_master_weights(tiny_base, arith_data, tmp_path):
 
 
 @pytest.mark.slow  # torchrun: two processes, three runs
-def test_the_gpu_check_fails_cleanly_without_cuda_and_resumes_a_killed_run_on_cpus(tmp_path, repo_root):
+def test_the_gpu_check_fails_cleanly_without_cuda_and_resumes_a_killed_run_on_cpus(tiny_base, tmp_path, repo_root):
     """The GPU check's training stages on CPUs (the tiny model, the learner's rollouts): its
     lagged run, then the same run killed after its step-2 checkpoint and resumed."""
     script = repo_root / "benchmarks" / "gpu_check.sh"
@@ -198,7 +198,7 @@ def test_the_gpu_check_fails_cleanly_without_cuda_and_resumes_a_killed_run_on_cp
     if not torch.cuda.is_available():
         result = subprocess.run([str(script)], capture_output=True, text=True, env=env, check=False)
         assert result.returncode == 2 and "no CUDA device visible to torch" in result.stderr
-    args = ["--device", "cpu", "--rollouts", "hf", "--model", "tiny", "--stages", "checkpoint-resume", "--gpus", "2"]
+    args = ["--device", "cpu", "--rollouts", "hf", "--base", str(tiny_base), "--stages", "checkpoint-resume", "--gpus", "2"]
     sizes = ["--steps", "4", "--prompts", "4", "--group-size", "2", "--max-new-tokens", "4", "--threads", "1"]
     result = subprocess.run(
         [str(script), *args, *sizes, "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=300, check=False
