@@ -8,7 +8,7 @@ Stages, in order (`--stages` picks some; a stage whose input failed is not run):
   vllm-rollouts      the same, rollouts by a vLLM engine in the training process (colocated),
                      off-policy at lag 1, a checkpoint at step 2: the uninterrupted run
   off-policy         that run's importance ratios: μ = θ_{t−1} differs from the learner
-  checkpoint-resume  the same run killed (SIGKILL, the whole torchrun group) once step 2 is
+  checkpoint-resume  the same run killed (SIGKILL to torchrun and its workers) once step 2 is
                      logged, then the same command again: it resumes from its checkpoint (the
                      lines of the steps before it are kept as written, timings included) and
                      ends where the uninterrupted run ends (its metrics after the checkpoint
@@ -16,7 +16,8 @@ Stages, in order (`--stages` picks some; a stage whose input failed is not run):
   lm-eval-vllm       `klrl evaluate --backend vllm` (lm-eval's vLLM backend) on the trained model
 
 Then the vLLM run's median step time (steps after the first), generated tokens/s and the peak
-GPU memory a process allocated, and the check's wall time against its budget (8 minutes).
+GPU memory a process allocated (the vLLM engine's KV cache, `vllm_memory_fraction` of the GPU,
+included), and the check's wall time against its budget (8 minutes).
 Each line reads `gpu_check: <stage> PASS|FAIL|SKIP — <detail>`; the exit status is 1 when a
 stage failed. `--stages` adds the runs a stage reads (checkpoint-resume → vllm-rollouts).
 `--device cpu` runs the same stages on CPUs (gloo; vLLM's CPU build), and `--rollouts hf` the
