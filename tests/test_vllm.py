@@ -155,9 +155,9 @@ def test_rollouts_are_seeded_per_request(trainer):
     assert alone == first.completion_ids[1][first.completion_mask[1].bool()].tolist()
 
 
-def test_an_off_policy_run_trains_through_the_engine(smollm2_folder, arith, tmp_path):
+def test_an_off_policy_run_trains_through_the_engine(two_layers, arith, tmp_path):
     out = tmp_path / "cell"
-    trainer = Trainer(_config(smollm2_folder, arith, async_lag=1, steps=3, advantage="group-mean", ratio_clamp=8.0), out)
+    trainer = Trainer(_config(two_layers, arith, async_lag=1, steps=3, advantage="group-mean", ratio_clamp=8.0), out)
     synced = []
     sync = trainer.sampler.engine.sync
     trainer.sampler.engine.sync = lambda model, version: (synced.append(version), sync(model, version))
