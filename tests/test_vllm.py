@@ -7,8 +7,9 @@ KLRL_REQUIRE_VLLM=1, which turns the skip into a failure. Elsewhere they are ski
 What they check: the trainer's colocated engine generates from the learner's weights and
 keeps up with them (vLLM's log-probs of fixed sequences equal the trainer's before an
 optimizer step, are stale after it, and equal again after the sync), rollouts are seeded
-per request, a whole off-policy run trains through it, and lm-eval's vllm backend scores
-the project's tasks as the hf backend does.
+per request, a whole off-policy run trains through it, under torchrun each of two processes
+syncs an engine of its own from the FSDP shards, and lm-eval's vllm backend scores the
+project's tasks as the hf backend does.
 """
 
 import json
