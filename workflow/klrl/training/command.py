@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> None:
             remove_checkpoints(args.out)  # left behind by a kill right after status.json
             print(f"{args.out}: already finished ({status['status']} at step {status['step']}); nothing to do")
             return
+        trainer = None
         try:
             if main and args.mlflow_runs and args.mlflow_key:
                 tracker = attempt_tracker(args.out, config, args.mlflow_runs, args.mlflow_key)
@@ -58,6 +59,8 @@ def run(args: argparse.Namespace) -> None:
             with tracker.system_metrics() if trainer.procs.is_main else contextlib.nullcontext():
                 status = trainer.run()
         finally:
+            if trainer is not None:
+                trainer.close()  # a vLLM engine leaves before the process group it joined
             distributed.teardown()
     if trainer.procs.is_main:
         print(f"{args.out}: {status} ({trainer.procs.world} processes, mixed precision {config.mixed_precision})")

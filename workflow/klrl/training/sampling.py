@@ -149,6 +149,9 @@ class HFSampler:
     def sync(self, model, version: int) -> None:
         """Nothing to do: this backend samples from the model object it is given."""
 
+    def close(self) -> None:
+        """Nothing to release: this backend holds no engine of its own."""
+
     @torch.no_grad()
     def sample(self, model, prompts: list[list[int]], generator: torch.Generator | None, rows: slice = slice(None)) -> Rollout:
         """Completions of every prompt (processes in lockstep sample them all); the rollout of `rows`."""

@@ -317,6 +317,10 @@ class Trainer:
         rollout = self.sampler.sample(actor, prompts, seeded_generator(self.config.seed, "rollout", self.step), self.rows)
         return rollout, group[self.rows]
 
+    def close(self) -> None:
+        """Release the rollout backend's engine (vLLM's), before the process group goes."""
+        self.sampler.close()
+
     def evaluate(self) -> float:
         """pass@1 of the current policy on the fixed held-out subset, at temperature 1."""
         self.policy.eval()

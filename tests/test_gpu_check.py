@@ -1,0 +1,71 @@
+"""benchmarks/gpu_check.py's parts that need no GPU: which stages run, and the verdicts it draws
+from a run's metrics (the kill-and-resume stage runs for real on CPUs in
+tests/training/test_distributed.py)."""
+
+import importlib.util
+import math
+
+import pytest
+
+from workflow_helpers import ROOT
+
+spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
+gpu_check = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gpu_check)
+
+
+def _records(losses, ratio_max=1.0):
+    return [{"step": step, "loss/total": loss, "kl/k1": 0.1, "rollout/reward_mean": 0.5, "rollout/response_length": 7.0, "is/ratio_max": ratio_max, "time/generate": 1.0 + step} for step, loss in enumerate(losses)]
+
+
+def test_every_stage_runs_by_default_and_a_stage_brings_the_run_it_reads():
+    assert gpu_check.parse_args([]).stages == list(gpu_check.STAGES)
+    assert gpu_check.parse_args(["--stages", "checkpoint-resume"]).stages == ["vllm-rollouts", "checkpoint-resume"]
+    assert gpu_check.parse_args(["--stages", "lm-eval-vllm,preflight"]).stages == ["preflight", "vllm-rollouts", "lm-eval-vllm"]
+    assert "lm-eval-vllm" not in gpu_check.parse_args(["--rollouts", "hf"]).stages
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--stages", "fsdp"], "unknown stage 'fsdp'"),
+        (["--rollouts", "hf", "--stages", "lm-eval-vllm"], "lm-eval-vllm needs --rollouts vllm"),
+        (["--steps", "3"], "--steps 3: the resume stage needs more than 3"),
+    ],
+)
+def test_bad_arguments_are_one_line_errors(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        gpu_check.parse_args(argv)
+    assert message in capsys.readouterr().err
+
+
+def test_a_resumed_run_passes_when_it_kept_its_early_steps_and_matches_the_uninterrupted_one():
+    straight = _records([1.0, 0.9, 0.8, 0.7])
+    kept = straight[:2]
+    resumed = kept + _records([0, 0, 0.8, 0.7 * (1 + 0.5 * gpu_check.RESUME_TOLERANCE)])[2:]
+    ok, detail = gpu_check.same_run(resumed, straight, kept)
+    assert ok and "resumed at step 2" in detail
+
+    started_over = [dict(record, **{"time/generate": 9.0}) for record in resumed[:2]] + resumed[2:]
+    ok, detail = gpu_check.same_run(started_over, straight, kept)
+    assert not ok and "started over instead of resuming" in detail
+
+    drifted = kept + _records([0, 0, 0.8, 0.7 * (1 + 2 * gpu_check.RESUME_TOLERANCE)])[2:]
+    ok, detail = gpu_check.same_run(drifted, straight, kept)
+    assert not ok and "largest relative gap to the uninterrupted run 0.02" in detail
+
+    ok, detail = gpu_check.same_run(resumed[:3], straight, kept)
+    assert not ok and "steps [0, 1, 2], the uninterrupted run's [0, 1, 2, 3]" in detail
+
+
+def test_off_policy_means_a_ratio_away_from_one():
+    assert gpu_check.off_policy(_records([1.0, 0.9], ratio_max=1.0)) == (False, "largest |max ratio − 1| over the steps: 0")
+    assert gpu_check.off_policy(_records([1.0, 0.9], ratio_max=1.25)) == (True, "largest |max ratio − 1| over the steps: 0.25")
+
+
+def test_speed_leaves_out_the_first_step():
+    records = _records([1.0, 0.9, 0.8])  # steps of 1, 2 and 3 seconds, 7 tokens per row
+    result = gpu_check.speed(records, rows=4)
+    assert result["step_seconds"] == 2.5 and result["phase_seconds"]["generate"] == 2.5
+    assert result["generated_tokens_per_second"] == pytest.approx(2 * 4 * 7 / 5)
+    assert math.isnan(result["peak_gpu_memory_gib"])  # no CUDA: no memory figure
