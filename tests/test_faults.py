@@ -8,7 +8,6 @@ section states are computed from this file's lists and tests/test_hostile_inputs
 
 import json
 import os
-import pickle
 import random
 import re
 import shutil
@@ -21,10 +20,10 @@ import warnings
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 
 from fault_helpers import assert_same_cell, line_count, lock_holder, wait_for
+from test_checkpoint_files import CORRUPT_CHECKPOINTS, CRAFTED_FILES, newest_checkpoint
 from test_grid_faults import GRID_KILLS, ORPHANS_REFUSED
 from test_hostile_inputs import DEADLINE_TOWERS, EDITED_DATA, HOSTILE_COMPLETIONS, HOSTILE_ROWS, USER_MISTAKES
 
@@ -32,7 +31,6 @@ from klrl.cli import main as klrl
 from klrl.folder_lock import FolderLocked, hold_lock
 from klrl.rewards import math_reward
 from klrl.training import trainer as trainer_module
-from klrl.training.checkpoint import UnsafeCheckpoint, checkpoint_folders, load_checkpoint, save_checkpoint
 from klrl.training.record import MetricsLog, read_metrics, read_status
 from klrl.verify_worker import WORKERS, grading_counts
 
@@ -79,22 +77,18 @@ def _after_checkpoint(step, damage):
     return "save_checkpoint", save_then_crash
 
 
-def _newest(folder):
-    return checkpoint_folders(folder)[0]
-
-
 def _torn_shards(folder):
-    path = _newest(folder) / "__0_0.distcp"
+    path = newest_checkpoint(folder) / "__0_0.distcp"
     os.truncate(path, path.stat().st_size // 2)
 
 
 def _torn_index(folder):
-    path = _newest(folder) / ".metadata"
+    path = newest_checkpoint(folder) / ".metadata"
     os.truncate(path, path.stat().st_size // 2)
 
 
 def _uncommitted_checkpoint(folder):  # killed before the rename: only the older one is committed
-    newest = _newest(folder)
+    newest = newest_checkpoint(folder)
     newest.rename(newest.with_name(newest.name + ".tmp"))
 
 
@@ -152,92 +146,6 @@ def test_a_crash_at_a_known_point_resumes_to_the_same_cell(cell_config, whole, t
 
 
 # --- torn, empty and crafted files, one by one
-
-
-def _state(step):
-    return {"step": step, "tensors": {"policy": {"w": torch.full((2,), float(step))}}, "plain": {"note": "x"}}
-
-
-def _layout(plain):
-    return {"policy": {"w": torch.zeros(2)}}
-
-
-class _Payload:
-    def __reduce__(self):
-        return (os.system, ("touch PWNED",))
-
-
-def _crafted_plain(path):
-    torch.save({"step": 3, "plain": _Payload(), "rng": {}}, path / "state.pt")
-
-
-def _crafted_index(path):
-    (path / ".metadata").write_bytes(pickle.dumps(_Payload()))
-
-
-@pytest.mark.parametrize("craft, refused", [(_crafted_plain, r"state\.pt: refused, it would run code on load"), (_crafted_index, r"\.metadata: refused, it would run code on load \(GLOBAL posix\.system\)")])
-def test_a_crafted_checkpoint_is_refused_without_running_it(tmp_path, monkeypatch, cell_config, craft, refused):
-    monkeypatch.chdir(tmp_path)
-    out = tmp_path / "train"
-    save_checkpoint(out, _state(3))
-    craft(_newest(out))
-    with pytest.raises(UnsafeCheckpoint, match=refused):
-        load_checkpoint(out, _layout)
-    assert klrl(["train", "--config", str(cell_config), "--out", str(out)]) == 2
-    assert not (tmp_path / "PWNED").exists()
-    target = _newest(out) / ("state.pt" if craft is _crafted_plain else ".metadata")
-    pickle.loads(target.read_bytes()) if craft is _crafted_index else torch.load(target, weights_only=False)  # the unguarded way runs it
-    assert (tmp_path / "PWNED").exists()
-
-
-def test_a_checkpoint_with_pickled_objects_is_refused(tmp_path):
-    """DCP would unpickle a byte item whole (torch.load without weights_only): klrl writes tensors only."""
-    dcp = pytest.importorskip("torch.distributed.checkpoint")
-    save_checkpoint(tmp_path, _state(2))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # DCP's notes on overwriting in a single process
-        dcp.save({"policy": {"w": torch.zeros(2)}, "extra": {"object": [1, 2]}}, checkpoint_id=_newest(tmp_path))
-    with pytest.raises(UnsafeCheckpoint, match=r"'extra\.object' is a pickled object, not a tensor"):
-        load_checkpoint(tmp_path, _layout)
-
-
-def test_a_corrupt_newest_checkpoint_is_skipped_for_the_previous_one(tmp_path):
-    for step in (2, 4, 6):
-        save_checkpoint(tmp_path, _state(step))
-    assert [path.name for path in checkpoint_folders(tmp_path)] == ["step-00000006", "step-00000004"]  # the last two kept
-    os.truncate(_newest(tmp_path) / "__0_0.distcp", 10)
-    with pytest.warns(UserWarning, match=r"step-00000006: .*; skipped"):
-        state = load_checkpoint(tmp_path, _layout)
-    assert state["step"] == 4 and torch.equal(state["tensors"]["policy"]["w"], torch.full((2,), 4.0))
-    (checkpoint_folders(tmp_path)[1] / "state.pt").write_bytes(b"")
-    with pytest.warns(UserWarning) as skipped:
-        assert load_checkpoint(tmp_path, _layout) is None  # nothing readable: start over (deterministically)
-    assert [Path(str(w.message).split(": ", 1)[0]).name for w in skipped] == ["step-00000006", "step-00000004"]
-    shutil.rmtree(tmp_path / "checkpoints")
-    save_checkpoint(tmp_path, _state(1))
-    torch.save({"step": 1}, _newest(tmp_path) / "state.pt")
-    with pytest.warns(UserWarning, match="not a klrl checkpoint \\(no 'plain'\\)"):
-        assert load_checkpoint(tmp_path, _layout) is None
-
-
-def test_an_old_single_file_checkpoint_is_refused_with_what_to_do(tmp_path, cell_config, capsys):
-    torch.save({"step": 2}, tmp_path / "checkpoint.pt")
-    with pytest.raises(ValueError, match=r"checkpoint\.pt: a single-file checkpoint of an earlier klrl, .*delete checkpoint\.pt, checkpoint\.prev\.pt"):
-        load_checkpoint(tmp_path, _layout)
-    assert klrl(["train", "--config", str(cell_config), "--out", str(tmp_path)]) == 2
-    assert "single-file checkpoint of an earlier klrl" in capsys.readouterr().err
-
-
-def test_a_checkpoint_round_trips_the_rng_states(tmp_path):
-    random.seed(5)
-    torch.manual_seed(5)
-    save_checkpoint(tmp_path, _state(2))
-    expected = (random.random(), torch.rand(3))
-    random.seed(0)
-    torch.manual_seed(0)
-    state = load_checkpoint(tmp_path, _layout)
-    assert torch.equal(state["tensors"]["policy"]["w"], torch.full((2,), 2.0)) and state["plain"] == {"note": "x"}
-    assert random.random() == expected[0] and torch.equal(torch.rand(3), expected[1])
 
 
 def test_metrics_keep_whole_records_and_cut_a_torn_tail(tmp_path):
@@ -415,11 +323,9 @@ def test_kill_9_during_evaluate_then_a_rerun_equals_an_uninterrupted_one(whole, 
 # --- the README's numbers
 
 
-CORRUPT_CHECKPOINTS = 3  # a truncated newest, an empty previous, one without its keys
 DEAD_LOCKS = 1
 KILLED_GRADERS = 2  # the template and every worker at once; workers under their items, the template stopped
 SECOND_WRITERS = TRAIN_KILLS  # one refused second trainer per round
-CRAFTED_FILES = 3  # a checkpoint with a code-running pickle (its state.pt, its index), one with a pickled object
 
 
 def suite_counts() -> dict[str, int]:
