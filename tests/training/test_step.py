@@ -19,10 +19,11 @@ def _parity_reward(completions, references):
     return [float(len(text) % 2) for text in completions]
 
 
-def hand_written_loss(name, logp, ref, mu, rewards, mask, group, advantage, aggregation, ratio_clamp, weights=None):
+def hand_written_loss(name, logp, ref, mu, rewards, mask, group, advantage, aggregation, ratio_clamp, weights=None, rows=None):
     """The paper's objective for one batch, term by term, in float64. mu is None on-policy
     (then the importance weights are πθ/stopgrad(πθ): 1 with the gradient of log πθ); `weights`
-    (the engine correction's) multiply every token's terms."""
+    (the engine correction's) multiply every token's terms; `rows` (a minibatch) keeps only those
+    rows' terms, over their own count of rows or tokens (advantages from the whole batch)."""
     logp, ref, mask, rewards = logp.double(), ref.double(), mask.double(), rewards.double()
     q = logp.detach() if mu is None else mu.double()
     delta = logp - ref
@@ -53,22 +54,25 @@ def hand_written_loss(name, logp, ref, mu, rewards, mask, group, advantage, aggr
     ratio = torch.exp(logp - q)
     if ratio_clamp is not None:
         ratio = torch.minimum(ratio, torch.full_like(ratio, ratio_clamp))
-    total = ((-ratio * adv + kl_tokens) * mask * (1.0 if weights is None else weights.double())).sum()
-    return total / (mask.shape[0] if aggregation == "seq-sum" else mask.sum())
+    terms = (-ratio * adv + kl_tokens) * mask * (1.0 if weights is None else weights.double())
+    if rows is not None:
+        terms, mask = terms[rows], mask[rows]
+    return terms.sum() / (mask.shape[0] if aggregation == "seq-sum" else mask.sum())
 
 
-def learn_capturing_the_gradient(trainer, params, monkeypatch, rollout, rewards, step) -> tuple[dict, torch.Tensor]:
-    """The learner's step on the rollout: its metrics and the gradient the optimizer applied."""
-    applied = {}
+def learn_capturing_the_gradient(trainer, params, monkeypatch, rollout, rewards, step, update=-1) -> tuple[dict, torch.Tensor]:
+    """The learner's step on the rollout: its metrics and the gradient the optimizer applied (at
+    its `update`-th optimizer step, the last by default)."""
+    applied = []
     original_step = trainer.optimizer.step
 
     def capture(*args, **kwargs):
-        applied["grad"] = torch.cat([p.grad.reshape(-1) for p in params])
+        applied.append(torch.cat([p.grad.reshape(-1) for p in params]))
         return original_step(*args, **kwargs)
 
     monkeypatch.setattr(trainer.optimizer, "step", capture)
     record = trainer.learner.learn(rollout, rewards, step)
-    return record, applied["grad"]
+    return record, applied[update]
 
 
 @pytest.mark.parametrize("mode", ["on", "off"])
@@ -112,3 +116,38 @@ def test_the_applied_gradient_is_the_hand_written_loss(tiny_base, arith_data, tm
     gap = (applied.double() - expected).norm() / expected.norm()
     assert gap < 1e-5, gap
     assert record["loss/total"] == pytest.approx(loss.item(), rel=1e-5, abs=1e-7)
+
+
+@pytest.mark.parametrize("aggregation", ["seq-sum", "token-mean"])
+def test_a_minibatchs_gradient_is_its_own_hand_written_loss(tiny_base, arith_data, tmp_path, monkeypatch, aggregation):
+    """Two epochs of two minibatches, each over micro-batches of 3 rows: the first update's
+    gradient is the hand-written loss of its minibatch's rows over the minibatch's own count of
+    rows (seq-sum) or tokens (token-mean), with advantages from the whole batch. Dividing by the
+    whole batch's count instead halves it, which AdamW's normalisation would hide from the
+    trained weights but not from this gradient."""
+    monkeypatch.setattr(trainer_module, "get_reward", lambda _: _parity_reward)
+    config = tiny_config(
+        tiny_base, arith_data, "k3-both", BETA, reward="parity", steps=2, lr=0.05, grad_clip=1e9,
+        minibatches=2, ppo_epochs=2, micro_batch_size=3, loss_aggregation=aggregation,
+    )
+    trainer = Trainer(config, tmp_path)
+    torch.manual_seed(0)
+    trainer.policy.load_state_dict({k: v + 0.05 * torch.randn_like(v) for k, v in trainer.policy.state_dict().items()})
+    rollout, _ = trainer.rollout(trainer.schedule.batch(0))
+    rewards = torch.tensor(_parity_reward(completion_texts(trainer.tokenizer, rollout), None))
+    mask = rollout.completion_mask.float()
+    first = trainer.learner.minibatches(mask.shape[0], 0, 0, mask.device)[0]
+    assert len(first) == mask.shape[0] // 2 and 0 < mask[first].sum() < mask.sum()
+
+    trainer.policy.train()
+    params = list(trainer.policy.parameters())
+    logp = token_logp(completion_logits(trainer.policy, rollout), rollout.completion_ids)
+    with torch.no_grad():
+        ref = token_logp(completion_logits(trainer.reference, rollout), rollout.completion_ids)
+    loss = hand_written_loss("k3-both", logp, ref, None, rewards, mask, 4, "rloo", aggregation, None, rows=first)
+    expected = torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, params)])
+
+    _, applied = learn_capturing_the_gradient(trainer, params, monkeypatch, rollout, rewards, 0, update=0)
+    assert expected.norm() > 1e-3
+    gap = (applied.double() - expected).norm() / expected.norm()
+    assert gap < 1e-5, gap
