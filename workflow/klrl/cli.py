@@ -34,6 +34,8 @@ VERBS = {
     "track-grid": Verb("klrl.tracking.grid", "create a grid's MLflow experiment and runs, once, before its jobs"),
     "track-reconcile": Verb("klrl.tracking.reconcile", "end the MLflow runs left RUNNING by jobs that ended (killed)"),
     "track-files": Verb("klrl.tracking.files", "attach files (the figures) to a grid's MLflow run"),
+    "tracking-server": Verb("klrl.tracking.server", "an MLflow tracking server on PostgreSQL, for many concurrent jobs"),
+    "tracking-load": Verb("klrl.tracking.load", "check a tracking store under many concurrent writer processes, every row counted"),
     "aggregate": Verb("klrl.aggregate", "collect every cell's results into tables"),
     "cells": Verb("klrl.cells", "list a config's cell ids, or check that a name is one (suggesting close matches)"),
     "power": Verb("klrl.power", "coverage of the claims' interval and the seeds a claim needs, by simulation"),

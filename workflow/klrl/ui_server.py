@@ -1,6 +1,7 @@
-"""An MLflow tracking server over a store, on a free port of 127.0.0.1, for as long as a `with`
-block lasts: the UI's screenshots for the README (klrl.ui_screenshots) and the tests
-that read a run's store through the REST API and the UI. `make ui` serves a store for a person."""
+"""An MLflow tracking server over a store, on a free port of 127.0.0.1 (or the one given), for as
+long as a `with` block lasts: the UI's screenshots for the README (klrl.ui_screenshots), the
+PostgreSQL-backed tracking server (klrl.tracking.server) and the tests that read a run's store
+through the REST API and the UI. `make ui` serves a store for a person."""
 
 from __future__ import annotations
 
@@ -22,14 +23,15 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def mlflow_server(store_uri: str, cwd: Path, *options: str):
-    """`mlflow server` over `store_uri` on a free port of 127.0.0.1, its address yielded once it
-    answers /health; stopped with its whole process group, checked to leave nothing behind."""
-    port = free_port()
-    command = [str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), *options]
+def mlflow_server(store_uri: str, cwd: Path, *options: str, host: str = "127.0.0.1", port: int | None = None):
+    """`mlflow server` over `store_uri` on `host`:`port` (a free port by default), its address
+    yielded once it answers /health; stopped with its whole process group, checked to leave
+    nothing behind."""
+    port = port or free_port()
+    command = [str(Path(sys.executable).parent / "mlflow"), "server", "--host", host, "--port", str(port), *options]
     command += ["--backend-store-uri", store_uri]
     server = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    address = f"http://127.0.0.1:{port}"
+    address = f"http://{host}:{port}"
     try:
         for _ in range(180):
             try:
@@ -43,7 +45,7 @@ def mlflow_server(store_uri: str, cwd: Path, *options: str):
             raise RuntimeError("mlflow server did not answer /health within 180 s")
         yield address
     finally:
-        _stop_group(server)
+        stop_group(server)
 
 
 def _group_alive(leader: int) -> bool:
@@ -52,10 +54,10 @@ def _group_alive(leader: int) -> bool:
     return any(pgid == str(leader) and not stat.startswith("Z") for pgid, stat in map(str.split, listing.stdout.splitlines()))
 
 
-def _stop_group(process: subprocess.Popen) -> None:
-    """SIGTERM the process group (the server and its workers), SIGKILL what outlives 20 s, then
-    check that nothing of the group is left."""
-    os.killpg(process.pid, signal.SIGTERM)
+def stop_group(process: subprocess.Popen, first: signal.Signals = signal.SIGTERM) -> None:
+    """Signal the process group (a server and its workers) with `first`, SIGKILL what outlives
+    20 s, then check that nothing of the group is left."""
+    os.killpg(process.pid, first)
     deadline = time.monotonic() + 20
     while _group_alive(process.pid) and time.monotonic() < deadline:
         process.poll()
@@ -65,4 +67,4 @@ def _stop_group(process: subprocess.Popen) -> None:
         time.sleep(1)
     process.wait(timeout=30)
     if _group_alive(process.pid):
-        raise RuntimeError(f"the mlflow server's process group {process.pid} outlived SIGKILL")
+        raise RuntimeError(f"the process group {process.pid} outlived SIGKILL")
