@@ -302,6 +302,36 @@ def test_an_answer_that_comes_while_a_dead_worker_is_replaced_counts():
     assert grading_counts()["grading/timeouts"] == 0
 
 
+def test_answers_in_the_pipe_at_the_batch_deadline_are_read_not_zeroed():
+    """The batch deadline passes while the service waits on the stopped template for a
+    replacement of a worker that died under its item; the other workers have answered by then:
+    their answers count, and only the dead worker's item (never graded) is zeroed."""
+    assert math_reward([r"\boxed{\sqrt{99}}"], [r"3\sqrt{11}"]) == [1.0]  # starts the processes
+    (template,) = _grading_templates()
+    dying, *answering = _children(template)
+    for pid in [template, dying, *answering]:
+        os.kill(pid, signal.SIGSTOP)
+
+    def later():  # the batch is in the stopped workers' pipes by then
+        time.sleep(0.3)
+        os.kill(dying, signal.SIGKILL)
+        for pid in answering:
+            os.kill(pid, signal.SIGCONT)
+        time.sleep(2.7)  # the replacement waits on the stopped template: past the 1 s deadline
+        os.kill(template, signal.SIGCONT)
+
+    grading_counts()  # counted from here
+    resumer = threading.Thread(target=later)
+    resumer.start()
+    try:  # one item per worker, each needing sympy: √52 = 2√13, √117 = 3√13, ...
+        rewards = math_reward([rf"\boxed{{\sqrt{{{13 * k * k}}}}}" for k in range(2, 2 + WORKERS)], [rf"{k}\sqrt{{13}}" for k in range(2, 2 + WORKERS)],
+                              timeout=10.0, deadline=1.0)
+    finally:
+        resumer.join()
+    assert sorted(rewards) == [0.0] + [1.0] * (WORKERS - 1)
+    assert grading_counts()["grading/deadline_zeroed"] == 1
+
+
 # --- kill -9 of real processes at random points (slow: each restart imports torch again)
 
 TRAIN_KILLS = 3
