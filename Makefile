@@ -99,12 +99,12 @@ readme-results: $(STAMP) readme-figures
 readme-screenshots: $(STAMP) browser
 	$(BIN)/python -m klrl ui-screenshots --experiment $(EXPERIMENT) --cells $(CELLS)
 
-# The MLflow UI over the default store, on this machine only.
+# The MLflow UI over CONFIG's store, on this machine only: prints the address of the experiment's
+# runs table (MLflow 3 would open on an empty GenAI overview).
 UI_PORT ?= 5000
 
 ui: $(STAMP)
-	@echo "MLflow UI: http://127.0.0.1:$(UI_PORT) (Ctrl-C stops it)"
-	$(BIN)/mlflow ui --backend-store-uri sqlite:///results/mlflow.db --host 127.0.0.1 --port $(UI_PORT)
+	$(BIN)/python -m klrl ui --config $(CONFIG) --port $(UI_PORT)
 
 # `make test` installs chromium and PostgreSQL side by side: each apt-get waits for the other's lock.
 APT_WAIT := -o DPkg::Lock::Timeout=600

@@ -40,6 +40,7 @@ VERBS = {
     "cells": Verb("klrl.cells", "list a config's cell ids, or check that a name is one (suggesting close matches)"),
     "power": Verb("klrl.power", "coverage of the claims' interval and the seeds a claim needs, by simulation"),
     "readme-results": Verb("klrl.readme_results", "rewrite the README's results block from the claims table"),
+    "ui": Verb("klrl.ui_server", "serve a config's MLflow store and print the address of its runs table"),
     "ui-screenshots": Verb("klrl.ui_screenshots", "screenshots of the MLflow UI comparing cells' curves, for the README"),
     "convert-base": Verb(
         "klrl.models.build", "convert a packaged model (SmolLM2) to a Hugging Face folder", "add_convert_arguments", "run_convert"

@@ -1,10 +1,13 @@
 """An MLflow tracking server over a store, on a free port of 127.0.0.1 (or the one given), for as
 long as a `with` block lasts: the UI's screenshots for the README (klrl.ui_screenshots), the
 PostgreSQL-backed tracking server (klrl.tracking.server) and the tests that read a run's store
-through the REST API and the UI. `make ui` serves a store for a person."""
+through the REST API and the UI; and `klrl ui` (`make ui`), which serves a config's store for a
+person and prints the address of its experiment's runs table (MLflow 3 opens on a GenAI overview
+otherwise, whatever the experiment's kind tag says)."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import signal
@@ -14,6 +17,9 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+
+
+DEFAULT_STORE = "sqlite:///results/mlflow.db"  # the config schema's default tracking.uri
 
 
 def free_port() -> int:
@@ -68,3 +74,41 @@ def stop_group(process: subprocess.Popen, first: signal.Signals = signal.SIGTERM
     process.wait(timeout=30)
     if _group_alive(process.pid):
         raise RuntimeError(f"the process group {process.pid} outlived SIGKILL")
+
+
+def runs_table(address: str, store_uri: str, experiment: str) -> str:
+    """The UI address of the runs table of a config's `experiment` (klrl-<experiment>) in the store."""
+    from mlflow.tracking import MlflowClient
+
+    from klrl.tracking.grid import mlflow_experiment_name
+
+    name = mlflow_experiment_name(experiment)
+    found = MlflowClient(store_uri).get_experiment_by_name(name)
+    if found is None:
+        raise ValueError(f"{store_uri}: no experiment {name!r} yet (run the grid first: make run)")
+    return f"{address}/#/experiments/{found.experiment_id}/runs"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, default=Path("config/config.yaml"), help="the workflow config whose runs to show")
+    parser.add_argument("--port", type=int, default=5000)
+
+
+def run(args: argparse.Namespace) -> None:
+    from klrl.files import read_yaml
+
+    config = read_yaml(args.config)
+    tracking = config.get("tracking") or {}
+    if not tracking.get("enabled", True):
+        raise ValueError(f"{args.config}: tracking is off (tracking.enabled: false), there is nothing to show")
+    store = os.environ.get("MLFLOW_TRACKING_URI") or tracking.get("uri", DEFAULT_STORE)
+    if store.startswith(("http://", "https://")):  # a tracking server serves its own UI
+        print(f"MLflow UI: {runs_table(store.rstrip('/'), store, config['experiment'])}", flush=True)
+        return
+    if store.startswith("sqlite:///") and not Path(store.removeprefix("sqlite:///")).exists():
+        raise ValueError(f"{store}: no store yet (run the grid first: make run)")
+    url = runs_table(f"http://127.0.0.1:{args.port}", store, config["experiment"])
+    with mlflow_server(store, Path.cwd(), port=args.port):
+        print(f"MLflow UI: {url} (the runs of {config['experiment']}; Ctrl-C stops it)", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            signal.pause()
