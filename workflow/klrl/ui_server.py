@@ -76,6 +76,15 @@ def stop_group(process: subprocess.Popen, first: signal.Signals = signal.SIGTERM
         raise RuntimeError(f"the process group {process.pid} outlived SIGKILL")
 
 
+def stop_on_signals() -> None:
+    """From now on Ctrl-C or `kill` (SIGINT or SIGTERM, even in a background job, where the
+    shell ignores SIGINT) ends this process through SystemExit, so that the servers of the
+    `with` blocks it is in stop first."""
+    stop = lambda *_: sys.exit(0)  # noqa: E731
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+
+
 def runs_table(address: str, store_uri: str, experiment: str) -> str:
     """The UI address of the runs table of a config's `experiment` (klrl-<experiment>) in the store."""
     from mlflow.tracking import MlflowClient
@@ -108,7 +117,7 @@ def run(args: argparse.Namespace) -> None:
     if store.startswith("sqlite:///") and not Path(store.removeprefix("sqlite:///")).exists():
         raise ValueError(f"{store}: no store yet (run the grid first: make run)")
     url = runs_table(f"http://127.0.0.1:{args.port}", store, config["experiment"])
+    stop_on_signals()
     with mlflow_server(store, Path.cwd(), port=args.port):
         print(f"MLflow UI: {url} (the runs of {config['experiment']}; Ctrl-C stops it)", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            signal.pause()
+        signal.pause()

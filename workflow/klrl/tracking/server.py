@@ -24,7 +24,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from klrl.ui_server import free_port, mlflow_server, stop_group
+from klrl.ui_server import free_port, mlflow_server, stop_group, stop_on_signals
 
 DATABASE = "mlflow"
 ROLE = "klrl"
@@ -114,7 +114,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    stop_on_signals()
     with tracking_server(args.state, args.host, args.port, args.workers) as address:
-        print(f"MLflow tracking server on PostgreSQL: in a config, tracking.uri: {address} (Ctrl-C stops it)", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            signal.pause()
+        print(f"MLflow tracking server on PostgreSQL: in a config, tracking.uri: {address} (Ctrl-C or kill stops it)", flush=True)
+        signal.pause()
