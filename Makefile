@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-fast test-vllm vllm-env run cells readme-figures readme-results readme-screenshots ui browser clean bench bench-trl bench-trl-long bench-sampling bench-dag bench-grid bench-eval bench-grading bench-tests
+.PHONY: install test test-fast test-vllm vllm-env run cells readme-figures readme-results readme-screenshots ui browser postgresql tracking-server clean bench bench-trl bench-trl-long bench-sampling bench-dag bench-grid bench-eval bench-grading bench-tests
 
 install: $(STAMP)
 
@@ -27,7 +27,7 @@ WORKERS := -n 2 --dist loadfile --no-loadscope-reorder
 VLLM_LOG := results/test-vllm.log
 
 test:
-	$(MAKE) --jobs 3 $(STAMP) $(VLLM_STAMP) browser
+	$(MAKE) --jobs 3 $(STAMP) $(VLLM_STAMP) browser postgresql
 	$(MAKE) --no-print-directory test-vllm > $(VLLM_LOG) 2>&1 & vllm=$$!; \
 	$(BIN)/python -m pytest -m "not gpu" $(WORKERS); main=$$?; \
 	wait $$vllm; vllm=$$?; \
@@ -99,18 +99,40 @@ readme-results: $(STAMP) readme-figures
 readme-screenshots: $(STAMP) browser
 	$(BIN)/python -m klrl ui-screenshots --experiment $(EXPERIMENT) --cells $(CELLS)
 
-# The MLflow UI over the default store, on this machine only.
+# The MLflow UI over CONFIG's store, on this machine only: prints the address of the experiment's
+# runs table (MLflow 3 would open on an empty GenAI overview).
 UI_PORT ?= 5000
 
 ui: $(STAMP)
-	@echo "MLflow UI: http://127.0.0.1:$(UI_PORT) (Ctrl-C stops it)"
-	$(BIN)/mlflow ui --backend-store-uri sqlite:///results/mlflow.db --host 127.0.0.1 --port $(UI_PORT)
+	$(BIN)/python -m klrl ui --config $(CONFIG) --port $(UI_PORT)
+
+# `make test` installs chromium and PostgreSQL side by side: each apt-get waits for the other's lock.
+APT_WAIT := -o DPkg::Lock::Timeout=600
+
+# The MLflow tracking server on PostgreSQL, for grids whose jobs write at once from many processes
+# or nodes (klrl.tracking.server): prints the tracking.uri to put in a config, Ctrl-C stops it.
+# Database and artifacts stay under TRACKING_STATE across restarts; TRACKING_HOST=<node name>
+# serves jobs on other nodes.
+TRACKING_STATE ?= results/tracking-server
+TRACKING_HOST ?= 127.0.0.1
+TRACKING_PORT ?= 5001
+
+tracking-server: $(STAMP) postgresql
+	$(BIN)/python -m klrl tracking-server --state $(TRACKING_STATE) --host $(TRACKING_HOST) --port $(TRACKING_PORT)
+
+# Debian's PostgreSQL for the tracking server and its tests, where apt is usable; elsewhere those
+# tests are skipped.
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null 2>&1 || \
+		{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+		  apt-get $(APT_WAIT) update -qq && DEBIAN_FRONTEND=noninteractive apt-get $(APT_WAIT) install -y -qq postgresql >/dev/null; } || \
+		echo "PostgreSQL is not installed: the tracking server tests will be skipped"
 
 # Debian's chromium for the MLflow UI test, where apt is usable; elsewhere that one test is skipped.
 browser:
 	@command -v chromium >/dev/null 2>&1 || \
 		{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
-		  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+		  apt-get $(APT_WAIT) update -qq && DEBIAN_FRONTEND=noninteractive apt-get $(APT_WAIT) install -y -qq chromium >/dev/null; } || \
 		echo "chromium is not installed: the MLflow UI test will be skipped"
 
 # Benchmarks (benchmarks/RESULTS.md): each prints its table and a one-line verdict per target;

@@ -4,6 +4,7 @@
 from snakemake.utils import min_version, validate
 
 from klrl.config_check import check_config
+from klrl.snakemake_locks import own_locks, release_stale_locks
 
 min_version("9.0")
 
@@ -14,6 +15,12 @@ min_version("9.0")
 if not workflow.overwrite_configfiles:
 
     configfile: "config/config.yaml"
+
+
+# Locks left by a Snakemake killed with -9 (their owner, recorded at onstart, is gone) are
+# removed, so that the same command runs again without --unlock (klrl.snakemake_locks).
+if workflow.is_main_process:
+    release_stale_locks(".snakemake/locks")
 
 
 # One-line errors naming the key (klrl.config_check), then Snakemake's validation, which fills in the defaults.

@@ -3,36 +3,33 @@
 Every case ends in one of two ways: the final weights and metrics (or evaluation results) equal
 an uninterrupted run's, or a clear one-line refusal. The counts the README's "Reliability"
 section states are computed from this file's lists and tests/test_hostile_inputs.py's
-(`suite_counts`) and checked against it.
+(`suite_counts`, with tests/test_grading_faults.py's and tests/test_grid_faults.py's), written there by
+tests/fault_counts.py and checked against it.
 """
 
 import json
 import os
 import random
-import re
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 import warnings
-from pathlib import Path
 
 import pytest
 import yaml
 
 from fault_helpers import assert_same_cell, line_count, lock_holder, wait_for
 from test_checkpoint_files import CORRUPT_CHECKPOINTS, CRAFTED_FILES, newest_checkpoint
+from test_grading_faults import KILLED_GRADERS
 from test_grid_faults import GRID_KILLS, ORPHANS_REFUSED
 from test_hostile_inputs import DEADLINE_TOWERS, EDITED_DATA, HOSTILE_COMPLETIONS, HOSTILE_ROWS, USER_MISTAKES
 
 from klrl.cli import main as klrl
 from klrl.folder_lock import FolderLocked, hold_lock
-from klrl.rewards import math_reward
 from klrl.training import trainer as trainer_module
 from klrl.training.record import MetricsLog, read_metrics, read_status
-from klrl.verify_worker import WORKERS, grading_counts
 
 from conftest import tiny_settings
 
@@ -197,67 +194,6 @@ def test_a_held_lock_names_its_holder_and_a_dead_ones_is_taken_over(tmp_path):
             pass
 
 
-# --- the grading processes killed from outside
-
-
-def _children(pid: int) -> list[int]:
-    """The pids of a process's children (from /proc)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    return found
-
-
-
-def _grading_templates() -> list[int]:
-    """The pids of this process's math-verify template processes (klrl.verify_worker)."""
-    return [pid for pid in _children(os.getpid()) if b"klrl.verify_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()]
-
-def test_killed_grading_processes_are_replaced():
-    assert math_reward([r"\boxed{\sqrt{20}}"], [r"2\sqrt{5}"]) == [1.0]  # starts the template and its workers
-    templates = _grading_templates()
-    workers = [pid for template in templates for pid in _children(template)]
-    assert len(templates) == 1 and workers
-    for pid in workers + templates:
-        os.kill(pid, signal.SIGKILL)
-    assert math_reward([r"\boxed{\sqrt{45}}", r"\boxed{7}"], [r"3\sqrt{5}", r"\sqrt{49}"]) == [1.0, 1.0]
-
-
-def test_an_answer_that_comes_while_a_dead_worker_is_replaced_counts():
-    """One grading worker answers while the service waits on the template for a replacement of
-    another, which died under its item: the answer counts, though its item's timeout has passed
-    by the time the service looks (it used to be zeroed, which flaked under load)."""
-    assert math_reward([r"\boxed{\sqrt{99}}"], [r"3\sqrt{11}"]) == [1.0]  # starts the processes
-    (template,) = _grading_templates()
-    answering, *dying = _children(template)
-    assert len(dying) == WORKERS - 1
-    for pid in [template, answering, *dying]:
-        os.kill(pid, signal.SIGSTOP)
-
-    def later():  # the batch is in the stopped workers' pipes by then
-        time.sleep(0.3)
-        for pid in dying:
-            os.kill(pid, signal.SIGKILL)
-        os.kill(answering, signal.SIGCONT)
-        time.sleep(1.2)  # the replacement waits on the stopped template: past the 1 s timeout
-        os.kill(template, signal.SIGCONT)
-
-    grading_counts()  # counted from here
-    resumer = threading.Thread(target=later)
-    resumer.start()
-    try:  # one item per worker, each needing sympy: √28 = 2√7, √63 = 3√7, ...
-        rewards = math_reward([rf"\boxed{{\sqrt{{{7 * k * k}}}}}" for k in range(2, 2 + WORKERS)], [rf"{k}\sqrt{{7}}" for k in range(2, 2 + WORKERS)], timeout=1.0)
-    finally:
-        resumer.join()
-    assert rewards == [1.0] * WORKERS
-    assert grading_counts()["grading/timeouts"] == 0
-
-
 # --- kill -9 of real processes at random points (slow: each restart imports torch again)
 
 TRAIN_KILLS = 3
@@ -324,7 +260,6 @@ def test_kill_9_during_evaluate_then_a_rerun_equals_an_uninterrupted_one(whole, 
 
 
 DEAD_LOCKS = 1
-KILLED_GRADERS = 2  # the template and every worker at once; workers under their items, the template stopped
 SECOND_WRITERS = TRAIN_KILLS  # one refused second trainer per round
 
 
@@ -336,7 +271,8 @@ def suite_counts() -> dict[str, int]:
 
 
 def test_the_readme_states_the_suites_counts(repo_root):
-    counts = suite_counts()
+    """The README holds what `python tests/fault_counts.py` writes (run it after changing the suite)."""
+    from fault_counts import with_counts
+
     readme = (repo_root / "README.md").read_text()
-    stated = re.search(r"injects\s+(\d+)\s+faults\s+and\s+(\d+)\s+hostile\s+inputs", readme)
-    assert stated and (int(stated.group(1)), int(stated.group(2))) == (counts["faults"], counts["hostile"])
+    assert readme == with_counts(readme, suite_counts())

@@ -36,10 +36,13 @@ VERBS = {
     "track-reconcile": Verb("klrl.tracking.reconcile", "end the MLflow runs left RUNNING by jobs that ended (killed)"),
     "track-files": Verb("klrl.tracking.files", "attach files (the figures) to a grid's MLflow run"),
     "plan": Verb("klrl.plan", "write a config's analysis plan and its hash (before the first cell trains)"),
+    "tracking-server": Verb("klrl.tracking.server", "an MLflow tracking server on PostgreSQL, for many concurrent jobs"),
+    "tracking-load": Verb("klrl.tracking.load", "check a tracking store under many concurrent writer processes, every row counted"),
     "aggregate": Verb("klrl.aggregate", "collect every cell's results into tables"),
     "cells": Verb("klrl.cells", "list a config's cell ids, or check that a name is one (suggesting close matches)"),
     "power": Verb("klrl.power", "coverage of the claims' interval and the seeds a claim needs, by simulation"),
     "readme-results": Verb("klrl.readme_results", "rewrite the README's results block from the claims table"),
+    "ui": Verb("klrl.ui_server", "serve a config's MLflow store and print the address of its runs table"),
     "ui-screenshots": Verb("klrl.ui_screenshots", "screenshots of the MLflow UI comparing cells' curves, for the README"),
     "convert-base": Verb(
         "klrl.models.build", "convert a packaged model (SmolLM2) to a Hugging Face folder", "add_convert_arguments", "run_convert"

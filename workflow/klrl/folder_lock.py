@@ -43,14 +43,18 @@ def _holder(path: Path) -> dict | None:
     return record if isinstance(record, dict) else None
 
 
+def holder_record() -> dict:
+    """What a lock file says of its holder, this process: pid, host and since when."""
+    return {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+
 def _acquire(path: Path) -> bool:
     try:
         descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
         return False
-    record = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     with os.fdopen(descriptor, "w") as handle:
-        handle.write(json.dumps(record) + "\n")
+        handle.write(json.dumps(holder_record()) + "\n")
     return True
 
 

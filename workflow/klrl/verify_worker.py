@@ -12,7 +12,8 @@ busy for hours inside C code. So each process that grades keeps:
 A batch's items are spread over the workers. An item not answered within `timeout` seconds is
 False and only the worker that holds it is killed (and replaced by a fresh fork); the others go
 on. A worker that dies under an item (its memory limit, or a kill from outside) is replaced and
-the item tried once more; dying twice makes it False. A batch also has a total `deadline`: when it passes, every item not yet graded is False and
+the item tried once more; dying twice makes it False. A batch also has a total `deadline`: when it passes, answers already in the workers' pipes
+are read, and every item still not graded is False and
 counted (`grading_counts`, logged by the trainer as `grading/deadline_zeroed`), so no batch of
 any size takes longer than `deadline` + a kill. Should the parent die, the template ends at end
 of file on its connection, a worker at end of file when idle or by an interval timer with the
@@ -133,13 +134,26 @@ class _GradingService:
                         self._replace(slot)
                         self._counts["grading/timeouts"] += 1
                         self._settle(pair, False, waiting, verdicts)
-            for slot in busy:  # the deadline passed with these in flight
-                self._replace(slot)
+            for slot, (pair, _) in list(busy.items()):  # the deadline passed with these in flight
+                verdict = self._waiting_answer(slot)
+                if verdict is None:
+                    self._replace(slot)
+                else:  # answered before the deadline, not yet read: it counts
+                    del busy[slot]
+                    self._settle(pair, verdict, waiting, verdicts)
             unreached = [index for pair in [*queue, *(pair for pair, _ in busy.values())] for index in waiting[pair]]
             for index in unreached:
                 verdicts[index] = False
             self._counts["grading/deadline_zeroed"] += len(unreached)
         return [bool(verdict) for verdict in verdicts]
+
+    def _waiting_answer(self, slot: int) -> bool | None:
+        """The verdict already in a worker's pipe; None when there is none (or it died)."""
+        connection = self._workers[slot].connection
+        try:
+            return bool(connection.recv()) if connection.poll() else None
+        except (EOFError, OSError):
+            return None
 
     def _settle(self, pair, verdict: bool, waiting: dict, verdicts: list) -> None:
         """Record a verdict for every item of the batch with this content, and in the cache."""

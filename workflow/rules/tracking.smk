@@ -1,10 +1,12 @@
 # The grid's MLflow experiment and runs, created by one job before any other writes to the
 # store. Jobs read the runs file through ancient(): re-creating it (the grid grew) re-runs nothing.
 # When the workflow starts and ends (no job runs then), runs left RUNNING by killed jobs are
-# ended by what the cells' files say (klrl track-reconcile); a failure there only warns.
+# ended by what the cells' files say (klrl track-reconcile); a failure there only warns. On start,
+# this Snakemake also records itself as the owner of its directory locks (klrl.snakemake_locks).
 
 
 onstart:
+    own_locks(".snakemake/locks")
     reconcile_runs(log)
 
 

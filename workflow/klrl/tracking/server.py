@@ -1,0 +1,120 @@
+"""`klrl tracking-server`: an MLflow tracking server backed by PostgreSQL, for grids whose jobs
+write at once from many processes or nodes (SQLite's file locking is the weak point there).
+
+    python -m klrl tracking-server --state results/tracking-server --port 5001   (make tracking-server)
+
+starts Debian's PostgreSQL (`make postgresql` installs it) on a data folder under STATE (created
+on first use, kept across restarts), creates its database `mlflow`, then `mlflow server` over it
+with its artifacts under STATE/artifacts, served through the server (clients upload over HTTP,
+so jobs on other nodes need no shared folder). It prints the `tracking.uri` to put in a config
+and runs until Ctrl-C, which stops both. As root, PostgreSQL runs as the `postgres` user (it
+refuses root), so STATE must be a folder that user can reach. The tests start the same pair
+with `tracking_server` and stop it by process group.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from klrl.ui_server import free_port, mlflow_server, stop_group, stop_on_signals
+
+DATABASE = "mlflow"
+ROLE = "klrl"
+
+
+def postgres_bin() -> Path:
+    """The folder of PostgreSQL's server programs: Debian's newest /usr/lib/postgresql/<v>/bin,
+    else where `postgres` is on PATH."""
+    folders = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"), key=lambda path: int(Path(path).parts[-3]))
+    found = folders[-1] if folders else shutil.which("postgres")
+    if not found:
+        raise OSError("PostgreSQL is not installed: `make postgresql` (apt-get install postgresql) as root")
+    return Path(found).parent
+
+
+def _server_user() -> str | None:
+    """The user PostgreSQL runs as: `postgres` when this is root, else this user (None)."""
+    return "postgres" if os.geteuid() == 0 else None
+
+
+def _run_as(user: str | None, command: list[str], **options) -> subprocess.CompletedProcess:
+    done = subprocess.run(command, user=user, capture_output=True, text=True, **options)
+    if done.returncode:
+        raise RuntimeError(f"{Path(command[0]).name} failed: {(done.stderr or done.stdout).strip()[-2000:]}")
+    return done
+
+
+def _init_cluster(data: Path, user: str | None) -> None:
+    """A database cluster in `data` the first time (trust authentication on loopback only)."""
+    if (data / "PG_VERSION").exists():
+        return
+    data.mkdir(parents=True, exist_ok=True)
+    if user:
+        shutil.chown(data, user, user)
+        probe = subprocess.run(["test", "-w", str(data)], user=user)
+        if probe.returncode:
+            raise OSError(f"{data}: the postgres user cannot write there (a parent folder closed to others?)")
+    _run_as(user, [str(postgres_bin() / "initdb"), "-D", str(data), "-U", ROLE, "--auth=trust", "-E", "UTF8"])
+
+
+@contextlib.contextmanager
+def postgres(state: Path, port: int | None = None):
+    """PostgreSQL on 127.0.0.1:`port` (a free one by default) over STATE/postgres, its database
+    `mlflow` created; yields its SQLAlchemy URI, stopped (fast shutdown) when the block ends."""
+    state, user = Path(state).resolve(), _server_user()
+    data, port = state / "postgres", port or free_port()
+    _init_cluster(data, user)
+    command = [str(postgres_bin() / "postgres"), "-D", str(data), "-h", "127.0.0.1", "-p", str(port), "-k", str(data)]
+    log = open(state / "postgres.log", "ab")
+    server = subprocess.Popen(command, user=user, stdout=log, stderr=log, start_new_session=True)
+    log.close()
+    try:
+        ready = [str(postgres_bin() / "pg_isready"), "-h", "127.0.0.1", "-p", str(port), "-U", ROLE, "-d", "postgres"]
+        for _ in range(120):
+            if subprocess.run(ready, capture_output=True).returncode == 0:
+                break
+            if server.poll() is not None:
+                raise RuntimeError(f"postgres exited with code {server.returncode} (log: {state / 'postgres.log'})")
+            time.sleep(0.5)
+        else:
+            raise RuntimeError("postgres did not accept connections within 60 s")
+        psql = [str(postgres_bin() / "psql"), "-h", "127.0.0.1", "-p", str(port), "-U", ROLE, "-d", "postgres", "-tAc"]
+        if not _run_as(None, psql + [f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'"]).stdout.strip():
+            _run_as(None, psql + [f"CREATE DATABASE {DATABASE}"])
+        yield f"postgresql://{ROLE}@127.0.0.1:{port}/{DATABASE}"
+    finally:
+        stop_group(server, signal.SIGINT)  # SIGINT: PostgreSQL's fast shutdown
+
+
+@contextlib.contextmanager
+def tracking_server(state: Path, host: str = "127.0.0.1", port: int | None = None, workers: int = 4):
+    """PostgreSQL and `mlflow server` over it (artifacts under STATE/artifacts, served over HTTP);
+    yields the server's address, its `tracking.uri`."""
+    state = Path(state).resolve()
+    (state / "artifacts").mkdir(parents=True, exist_ok=True)
+    with postgres(state) as database:
+        options = ("--workers", str(workers), "--artifacts-destination", str(state / "artifacts"))
+        with mlflow_server(database, state, *options, host=host, port=port) as address:
+            yield address
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state", type=Path, default=Path("results/tracking-server"), help="database and artifacts (kept across restarts)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on; a node's name for jobs on other nodes")
+    parser.add_argument("--port", type=int, default=5001)
+    parser.add_argument("--workers", type=int, default=4, help="the server's worker processes")
+
+
+def run(args: argparse.Namespace) -> None:
+    stop_on_signals()
+    with tracking_server(args.state, args.host, args.port, args.workers) as address:
+        print(f"MLflow tracking server on PostgreSQL: in a config, tracking.uri: {address} (Ctrl-C or kill stops it)", flush=True)
+        signal.pause()
