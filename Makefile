@@ -22,19 +22,23 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 # the paper miniature (its own file, run first) beside the rest.
 WORKERS := -n 2 --dist loadfile --no-loadscope-reorder
 
-# The venvs' pinned packages and chromium are built side by side first (pip and apt use one core
-# each), then the project into each venv, one after another. The vLLM suite, which alone keeps a
-# core half idle, then runs beside the main one; its output is printed after the main suite's.
-# Last, the quick suite under each further Python (test-pythons). Any suite failing fails the target.
+# The two venvs and chromium are built side by side first (pip and apt use one core each). The
+# vLLM suite, which alone keeps a core half idle, then runs beside the main one, and so does the
+# build of the venvs of the further Pythons (mostly download and disk, one after the other: two
+# editable installs never write the project's egg-info at once); their output is printed after
+# the main suite's. Last, the quick suite under each further Python (test-pythons). Any suite
+# failing fails the target.
 VLLM_LOG := results/test-vllm.log
+PYTHONS_LOG := results/build-pythons.log
 
 test:
-	$(MAKE) --jobs 5 $(STAMP) $(VLLM_PACKAGES) $(PYTHONS_PACKAGES) browser
-	$(MAKE) --jobs 1 $(VLLM_STAMP) $(PYTHONS_STAMPS)
+	$(MAKE) --jobs 3 $(STAMP) $(VLLM_STAMP) browser
+	$(MAKE) --no-print-directory --jobs 1 $(PYTHONS_STAMPS) > $(PYTHONS_LOG) 2>&1 & pythons=$$!; \
 	$(MAKE) --no-print-directory test-vllm > $(VLLM_LOG) 2>&1 & vllm=$$!; \
 	$(BIN)/python -m pytest -m "not gpu" $(WORKERS); main=$$?; \
 	wait $$vllm; vllm=$$?; \
 	echo "--- the vLLM suite (make test-vllm, beside the main suite):"; cat $(VLLM_LOG); \
+	wait $$pythons; echo "--- the venvs of Python $(PYTHONS) (built beside the main suite):"; cat $(PYTHONS_LOG); \
 	$(MAKE) --no-print-directory test-pythons; pythons=$$?; \
 	test $$main = 0 && test $$vllm = 0 && test $$pythons = 0
 
@@ -49,7 +53,6 @@ test-fast: $(STAMP)
 # built from the same pins: from python3.X on PATH, else pyenv's newest 3.X.Y (pyenv's shims fail
 # outside a pyenv version that has it). A Python the machine lacks is said and skipped.
 PYTHONS ?= 3.12 3.13
-PYTHONS_PACKAGES := $(PYTHONS:%=.venv-py%/.installed-packages)
 PYTHONS_STAMPS := $(PYTHONS:%=.venv-py%/.installed)
 find_python = for python in python$(1) $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$(1).*/bin/python$(1) 2>/dev/null | sort -rV); \
 	do $$python -c '' 2>/dev/null && { echo $$python; break; }; done
