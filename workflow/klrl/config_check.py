@@ -2,10 +2,10 @@
 
 `check_config` runs the JSON schema (workflow/schemas/config.schema.yaml) and reports the most
 relevant violation as `<config file>: <where>: <what>` (a missing key, a wrong type, an unknown
-key with the allowed ones, a value with the allowed ones), never the schema or the config itself; then the checks across sections that a schema cannot express:
-every task a group trains or evaluates on can be prepared from `data:` (a generated task needs
-its split sizes there), a built model's recipe can be built, and the tracking URI is one MLflow
-can open. Before any of it, the schema's lists of KL configurations and tasks must be the code's
+key with the allowed ones, a value with the allowed ones), never the schema or the config
+itself; then the checks across sections that a schema cannot express: every task a group trains
+or evaluates on can be prepared from `data:` (a generated task needs its split sizes there), a
+built model's recipe can be built, and the tracking URI is one MLflow can open. Before any of it, the schema's lists of KL configurations and tasks must be the code's
 registries (`klrl.estimators.STANDARD_CONFIGS`, `klrl.tasks.TASKS`): a name added to one and not
 the other stops the workflow, naming it. `read_config` reads a config file and checks it, for
 every entry point that reads one (`klrl cells`, and through it `make run` and `make cells`); the
