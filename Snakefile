@@ -1,9 +1,11 @@
 # The whole grid in one command: snakemake --cores all [--configfile config/<name>.yaml]
 # prepare data → build base models → track (MLflow runs) → train → evaluate → aggregate → figures.
 # Every rule is a thin call of `python -m klrl <verb>`; the logic lives in workflow/klrl.
+import sys
+
 from snakemake.utils import min_version, validate
 
-from klrl.config_check import check_config
+from klrl.config_check import check_config, named_files
 from klrl.snakemake_locks import own_locks, release_stale_locks
 
 min_version("9.0")
@@ -23,8 +25,12 @@ if workflow.is_main_process:
     release_stale_locks(".snakemake/locks")
 
 
-# One-line errors naming the key (klrl.config_check), then Snakemake's validation, which fills in the defaults.
-check_config(config, "workflow/schemas/config.schema.yaml")
+# Before anything else, a bad config is one line naming its file and the key (klrl.config_check),
+# never a traceback; then Snakemake's validation, which fills in the defaults.
+try:
+    check_config(config, named_files(workflow.overwrite_configfiles or ["config/config.yaml"]))
+except ValueError as error:
+    sys.exit(str(error))
 validate(config, "workflow/schemas/config.schema.yaml")
 
 

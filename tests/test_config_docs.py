@@ -5,7 +5,8 @@ import dataclasses
 import pytest
 import yaml
 
-from klrl.config_docs import README, SCHEMA, render
+from klrl.config_check import SCHEMA
+from klrl.config_docs import README, render
 from klrl.grid import GRID_KEYS
 from klrl.training.config import TrainConfig
 

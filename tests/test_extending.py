@@ -91,7 +91,7 @@ def test_the_workflow_refuses_a_schema_without_the_new_configuration_then_runs_i
     )
     config = load_config("test")
     config["groups"][0]["kl"] = ["k4-loss"]
-    check_config(config, _amended_schema(tmp_path, "kl", "k4-loss"))
+    check_config(config, "config/test.yaml", _amended_schema(tmp_path, "kl", "k4-loss"))
     assert expand_grid(config)["tiny__k4-loss__b0.1__on__s0"].train["kl"]["name"] == "k4-loss"
 
 
@@ -127,7 +127,7 @@ def test_the_workflow_refuses_a_schema_without_the_new_task_then_trains_on_it(wi
     config = load_config("test")
     config["groups"][0] |= {"task": "double", "eval_tasks": ["double", "arith"]}
     config["data"]["double"] = {"train_size": 8, "test_size": 3}
-    check_config(config, _amended_schema(tmp_path, "task", "double"))
+    check_config(config, "config/test.yaml", _amended_schema(tmp_path, "task", "double"))
     cell = expand_grid(config)["tiny__k1-reward__b0.1__on__s0"]
     assert (cell.train["task"], cell.train["reward"], cell.train["train_data"]) == ("double", "arithmetic", "results/ci-test/data/double/train.jsonl")
 

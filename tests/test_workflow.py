@@ -2,9 +2,12 @@
 the paper's DAG (dry runs), lint."""
 
 import re
+from functools import reduce
 
 import pytest
 import yaml
+from klrl.cli import main as klrl
+from klrl.config_check import SCHEMA
 from klrl.grid import GRID_KEYS, cell_id, expand_grid, parse_cell_id
 from klrl.grid_claims import report
 from klrl.estimators import STANDARD_CONFIGS
@@ -84,34 +87,86 @@ def test_grid_errors_name_the_group_and_the_key():
         expand_grid(config)
 
 
-@pytest.mark.parametrize(
-    ("edit", "message"),
-    [
-        (lambda c: c["train"].update(stepz=3), "config: train: unknown key 'stepz'; allowed: activation_checkpointing, adam_betas,"),
-        (lambda c: c["groups"][0].update(kl=["k4-reward"]), "config: groups[0].kl[0]: 'k4-reward' is not one of none, k1-reward, k1-loss,"),
-        (lambda c: c["evaluation"].update(samples=0), "config: evaluation.samples: 0 is less than the minimum of 1"),
-        (lambda c: c.pop("experiment"), "config: (top level): 'experiment' is a required property"),
-        (lambda c: c["data"].pop("arith-long"), "config: groups[on-policy].eval_tasks: task 'arith-long' is generated; give data.arith-long.train_size"),
-        (lambda c: c["data"]["arith"].update(train_size=3000), "config: data.arith.train_size: 3000 exceeds the 1673 distinct arith train problems"),
-        (lambda c: c.update(tracking={"uri": "sqlte:/x.db"}), "config: tracking.uri 'sqlte:/x.db': scheme 'sqlte' is not one of sqlite,"),
-        (lambda c: c.update(tracking={"uri": "sqlite://results/x.db"}), "a SQLite store is sqlite:///<path>"),
-        (lambda c: c["models"]["tiny"]["pretrain"].update(mix={"math": 1.0}), "config: models.tiny.pretrain.mix: 'math' is not a task of the tiny base; its tasks: arith,"),
-        (lambda c: c["models"].update({"smollm2-135m": {"pretrain": {"steps": 3}}}), "config: models.smollm2-135m.pretrain: smollm2-135m is converted, not pretrained; its recipe is models.smollm2-135m.convert"),
-        (lambda c: c["models"].update({"smollm2-135m": {"convert": {"layers": 31}}}), "config: models.smollm2-135m.convert.layers: 31 is"),
-    ],
-)
+# A bad config and the start of the one line that names it after `<config file>: `.
+BAD_CONFIGS = [
+    (lambda c: c["train"].update(stepz=3), "train: unknown key 'stepz'; allowed: activation_checkpointing, adam_betas,"),
+    (lambda c: c["groups"][0].update(kl=["k4-reward"]), "groups[0].kl[0]: 'k4-reward' is not one of none, k1-reward, k1-loss,"),
+    (lambda c: c["evaluation"].update(samples=0), "evaluation.samples: 0 is less than the minimum of 1"),
+    (lambda c: c.pop("experiment"), "experiment: required key missing"),
+    (lambda c: c["groups"][1].pop("task"), "groups[1].task: required key missing"),
+    (lambda c: c.update(groups="on-policy"), "groups: 'on-policy' is not of type 'array'"),
+    (lambda c: c["data"].pop("arith-long"), "groups[on-policy].eval_tasks: task 'arith-long' is generated; give data.arith-long.train_size"),
+    (lambda c: c["data"]["arith"].update(train_size=3000), "data.arith.train_size: 3000 exceeds the 1673 distinct arith train problems"),
+    (lambda c: c.update(tracking={"uri": "sqlte:/x.db"}), "tracking.uri 'sqlte:/x.db': scheme 'sqlte' is not one of sqlite,"),
+    (lambda c: c.update(tracking={"uri": "sqlite://results/x.db"}), "tracking.uri 'sqlite://results/x.db': a SQLite store is sqlite:///<path>"),
+    (lambda c: c["models"]["tiny"]["pretrain"].update(mix={"math": 1.0}), "models.tiny.pretrain.mix: 'math' is not a task of the tiny base; its tasks: arith,"),
+    (lambda c: c["models"].update({"smollm2-135m": {"pretrain": {"steps": 3}}}), "models.smollm2-135m.pretrain: smollm2-135m is converted, not pretrained; its recipe is models.smollm2-135m.convert"),
+    (lambda c: c["models"].update({"smollm2-135m": {"convert": {"layers": 31}}}), "models.smollm2-135m.convert.layers: 31 is"),
+]
+
+
+@pytest.mark.parametrize(("edit", "message"), BAD_CONFIGS)
 def test_a_bad_config_stops_snakemake_before_any_job(tmp_path, edit, message):
-    """One message naming the key and what is allowed, never the schema or the config dumped."""
+    """One line naming the file, the key and what is allowed: never a traceback, the schema or the config dumped."""
     folder = copy_workflow(tmp_path)
     config = load_config("test")
     edit(config)
     (folder / "bad.yaml").write_text(yaml.safe_dump(config))
     result = snakemake(folder, "-n", "--configfile", "bad.yaml")
     assert result.returncode != 0
-    assert message in result.stdout + result.stderr
-    assert len((result.stdout + result.stderr).splitlines()) < 10
-    assert "$schema" not in result.stdout + result.stderr
+    assert (result.stdout + result.stderr).startswith(f"bad.yaml: {message}")
+    assert len((result.stdout + result.stderr).splitlines()) == 1
     assert not (folder / "results").exists()
+
+
+@pytest.mark.parametrize(("edit", "message"), BAD_CONFIGS)
+def test_a_bad_config_stops_klrl_cells_in_one_line(tmp_path, monkeypatch, capsys, edit, message):
+    """`make run` and `make cells` read the config through `klrl cells` first."""
+    config = load_config("test")
+    edit(config)
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(config))
+    monkeypatch.chdir(ROOT)
+    assert klrl(["cells", "--config", str(tmp_path / "bad.yaml")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"klrl cells: error: {tmp_path / 'bad.yaml'}: {message}")
+    assert len(error.splitlines()) == 1
+
+
+def _required_keys(schema: dict, config, root: dict, path: tuple = ()) -> list[tuple]:
+    """The path of every key that `schema` requires somewhere in `config` (`$ref`s followed)."""
+    schema = root["$defs"][schema["$ref"].split("/")[-1]] if "$ref" in schema else schema
+    if isinstance(config, list):
+        return [key for i, item in enumerate(config) for key in _required_keys(schema.get("items", {}), item, root, (*path, i))]
+    if not isinstance(config, dict):
+        return []
+    keys = [(*path, key) for key in schema.get("required", [])]
+    for key, value in config.items():
+        extra = schema.get("additionalProperties")
+        inner = schema.get("properties", {}).get(key, extra if isinstance(extra, dict) else {})
+        keys += _required_keys(inner, value, root, (*path, key))
+    return keys
+
+
+def _spelled(path: tuple) -> str:
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).lstrip(".")
+
+
+SCHEMA_TREE = yaml.safe_load((ROOT / SCHEMA).read_text())
+REQUIRED_KEYS = _required_keys(SCHEMA_TREE, load_config("test"), SCHEMA_TREE)
+
+
+@pytest.mark.parametrize("path", REQUIRED_KEYS, ids=map(_spelled, REQUIRED_KEYS))
+def test_klrl_cells_names_each_missing_required_key_in_one_line(path, tmp_path, monkeypatch, capsys):
+    """`make run` and `make cells` read a config through `klrl cells`: a config without a key the
+    schema requires is one line naming the file and the key, never a traceback (KeyError)."""
+    config = load_config("test")
+    *parents, key = path
+    reduce(lambda node, part: node[part], parents, config).pop(key)
+    (tmp_path / "no-key.yaml").write_text(yaml.safe_dump(config))
+    monkeypatch.chdir(ROOT)
+    assert klrl(["cells", "--config", str(tmp_path / "no-key.yaml")]) == 2
+    message = f"{tmp_path / 'no-key.yaml'}: {_spelled(path)}: required key missing"
+    assert capsys.readouterr().err == f"klrl cells: error: {message} (--debug for the traceback)\n"
 
 
 def test_config_overrides_apply_on_top_of_the_default_config(tmp_path):

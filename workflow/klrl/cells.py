@@ -5,6 +5,8 @@
                                                                    # exit 1 with close matches if not a cell
 
 The ids are those the workflow's paths use (results/<experiment>/cells/<cell>/...), from klrl.grid.
+The config is checked against the schema first (klrl.config_check): a missing key, a wrong type or
+an unknown key is one line naming the file and the key. `make run` and `make cells` call this verb.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import argparse
 import difflib
 from pathlib import Path
 
-from klrl.files import read_yaml
+from klrl.config_check import read_config
 from klrl.grid import expand_grid
 
 
@@ -34,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    cells = expand_grid(read_yaml(args.config))
+    cells = expand_grid(read_config(args.config))
     if args.name is None:
         for cell in cells.values():
             print(f"{cell.id}\t{cell.group}")

@@ -1,13 +1,15 @@
 """Workflow config checks that fail in one line naming the key, before Snakemake builds a job.
 
 `check_config` runs the JSON schema (workflow/schemas/config.schema.yaml) and reports the most
-relevant violation as `config: <where>: <what>`, with the allowed keys or values, never the
-schema or the config itself; then the checks across sections that a schema cannot express:
-every task a group trains or evaluates on can be prepared from `data:` (a generated task needs
-its split sizes there), a built model's recipe can be built, and the tracking URI is one MLflow
-can open. Before any of it, the schema's lists of KL configurations and tasks must be the code's
+relevant violation as `<config file>: <where>: <what>` (a missing key, a wrong type, an unknown
+key with the allowed ones, a value with the allowed ones), never the schema or the config
+itself; then the checks across sections that a schema cannot express: every task a group trains
+or evaluates on can be prepared from `data:` (a generated task needs its split sizes there), a
+built model's recipe can be built, and the tracking URI is one MLflow can open. Before any of it, the schema's lists of KL configurations and tasks must be the code's
 registries (`klrl.estimators.STANDARD_CONFIGS`, `klrl.tasks.TASKS`): a name added to one and not
-the other stops the workflow, naming it.
+the other stops the workflow, naming it. `read_config` reads a config file and checks it, for
+every entry point that reads one (`klrl cells`, and through it `make run` and `make cells`); the
+Snakefile checks the config Snakemake has read, before anything else.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from urllib.parse import urlparse
 import yaml
 
 from klrl.estimators import STANDARD_CONFIGS
+from klrl.files import read_yaml
 from klrl.tasks import TASKS, get_task
+
+SCHEMA = Path("workflow/schemas/config.schema.yaml")  # from the checkout's root, as every path of a verb
 
 TRACKING_SCHEMES = ("sqlite", "file", "http", "https", "postgresql", "mysql", "mssql", "databricks")
 
@@ -47,7 +52,8 @@ def schema_problem(config: dict, schema: dict) -> str:
     if error.validator == "enum":
         return f"{where}: {error.instance!r} is not one of {', '.join(map(str, error.validator_value))}"
     if error.validator == "required":
-        return f"{where}: {error.message}"
+        missing = next(key for key in error.validator_value if key not in error.instance)
+        return f"{_where([*error.absolute_path, missing])}: required key missing"
     return f"{where}: {error.message[:200]}"
 
 
@@ -116,19 +122,37 @@ def registry_problem(schema: dict, schema_path: Path) -> str:
     return ""
 
 
-def check_config(config: dict, schema_path: Path) -> None:
-    """Raise ValueError with one line naming the first problem of a workflow config (or of the
-    schema against the registries)."""
+def check_config(config: dict, source: str, schema_path: Path = SCHEMA) -> None:
+    """Raise ValueError with one line naming the first problem of a workflow config read from
+    `source` (its file name), or of the schema against the registries."""
     schema = yaml.safe_load(Path(schema_path).read_text())
     if problem := registry_problem(schema, schema_path):
         raise ValueError(problem)
     problem = schema_problem(config, schema)
     if problem:
-        raise ValueError(f"config: {problem}")
+        raise ValueError(f"{source}: {problem}")
     problems = task_problems(config) + recipe_problems(config)
     tracking = config.get("tracking") or {}
     if tracking.get("enabled", True) and "uri" in tracking:
         problems.append(tracking_uri_problem(tracking["uri"]))
     problems = [problem for problem in problems if problem]
     if problems:
-        raise ValueError(f"config: {problems[0]}")
+        raise ValueError(f"{source}: {problems[0]}")
+
+
+def named_files(paths: list) -> str:
+    """The config files Snakemake read (absolute paths), as a message names them: relative to the
+    working folder where inside it.
+
+    >>> named_files([Path.cwd() / "config" / "paper.yaml", "/etc/klrl/overlay.yaml"])
+    'config/paper.yaml + /etc/klrl/overlay.yaml'
+    """
+    return " + ".join(str(Path(path).relative_to(Path.cwd())) if Path(path).is_relative_to(Path.cwd()) else str(path) for path in paths)
+
+
+def read_config(path: Path) -> dict:
+    """The workflow config in the file `path`, checked (`check_config`): any problem, a YAML
+    syntax error included, is a ValueError of one line naming the file."""
+    config = read_yaml(path)
+    check_config(config, str(path))
+    return config
