@@ -52,6 +52,7 @@ INDEX_CLASSES = {
     "torch.serialization": {"_get_layout"},
     "torch": {"Size"},
     "pathlib": {"PosixPath", "WindowsPath", "PurePosixPath"},
+    "pathlib._local": {"PosixPath", "WindowsPath", "PurePosixPath"},  # where Python 3.13 pickles them from
 }
 
 
