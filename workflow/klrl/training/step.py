@@ -86,10 +86,10 @@ class Learner:
         rewards = rewards.to(mask.device)
         adv = penalised_advantages(self.loss, rewards, scores.logp, scores.ref_logp, mask, scores.behaviour_logp)
         record = self.diagnostics(scores, rewards, adv, mask)
-        weights, engine_record = self.engine_correction(rollout, scores, mask)
+        anchor = scores.logp if scores.behaviour_logp is None else scores.behaviour_logp
+        weights, engine_record = self.engine_correction(rollout, anchor, mask)
         record |= engine_record
         timings["time/score"] = time.perf_counter() - start
-        anchor = scores.logp if scores.behaviour_logp is None else scores.behaviour_logp
         losses = {}
         for epoch in range(config.ppo_epochs):
             for minibatch in self.minibatches(rows, step, epoch, mask.device):
@@ -152,14 +152,14 @@ class Learner:
             record["is/clamped_frac"] = (ratio > clamp).float().mean().item() if clamp else 0.0
         return record
 
-    def engine_correction(self, rollout: Rollout, scores: Scores, mask: torch.Tensor) -> tuple[torch.Tensor | None, dict]:
+    def engine_correction(self, rollout: Rollout, trainer_mu: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor | None, dict]:
         """The engine correction's (B, T) weights (None without one) and the engine/ metrics, where
-        the rollout carries the engine's log-probs; μ is the trainer's (πθ pre-update on-policy)."""
+        the rollout carries the engine's log-probs; `trainer_mu` is the trainer's μ (the update's
+        anchor: πθ pre-update on-policy)."""
         if rollout.engine_logp is None:
             return None, {}
         name = self.config.engine_correction
         correction = EngineCorrection.from_name(name or "token-truncate", self.config.engine_cap)
-        trainer_mu = scores.logp if scores.behaviour_logp is None else scores.behaviour_logp
         weights, metrics = engine_weights(correction, trainer_mu, rollout.engine_logp, mask)
         if name is None:  # the mismatch alone: no weights, so none was truncated or masked
             return None, {f"engine/{key}": value for key, value in metrics.items() if key != "fraction_corrected"}
