@@ -29,14 +29,14 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def mlflow_server(store_uri: str, cwd: Path, *options: str, host: str = "127.0.0.1", port: int | None = None):
+def mlflow_server(store_uri: str, cwd: Path, *options: str, host: str = "127.0.0.1", port: int | None = None, env: dict[str, str] | None = None):
     """`mlflow server` over `store_uri` on `host`:`port` (a free port by default), its address
     yielded once it answers /health; stopped with its whole process group, checked to leave
-    nothing behind."""
+    nothing behind. `env`: variables added to the server's environment."""
     port = port or free_port()
     command = [str(Path(sys.executable).parent / "mlflow"), "server", "--host", host, "--port", str(port), *options]
     command += ["--backend-store-uri", store_uri]
-    server = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    server = subprocess.Popen(command, cwd=cwd, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     address = f"http://{host}:{port}"
     try:
         for _ in range(180):

@@ -28,6 +28,14 @@ from klrl.ui_server import free_port, mlflow_server, stop_group, stop_on_signals
 
 DATABASE = "mlflow"
 ROLE = "klrl"
+# Each worker of `mlflow server` (uvicorn) runs up to 40 requests at once, in anyio's default
+# thread pool; with SQLAlchemy's default pool (5 + 10 overflow) every request past the 15th
+# waited for a connection, and under load timed out after 30 s (BAD_REQUEST "QueuePool limit").
+# So each worker's pool holds a connection for every request thread, plus a margin, and
+# PostgreSQL admits every worker's whole pool and a few connections of its own tools.
+REQUEST_THREADS = 40
+POOL_OVERFLOW = 10
+SPARE_CONNECTIONS = 10
 
 
 def postgres_bin() -> Path:
@@ -66,13 +74,14 @@ def _init_cluster(data: Path, user: str | None) -> None:
 
 
 @contextlib.contextmanager
-def postgres(state: Path, port: int | None = None):
-    """PostgreSQL on 127.0.0.1:`port` (a free one by default) over STATE/postgres, its database
-    `mlflow` created; yields its SQLAlchemy URI, stopped (fast shutdown) when the block ends."""
+def postgres(state: Path, port: int | None = None, connections: int = 100):
+    """PostgreSQL on 127.0.0.1:`port` (a free one by default) over STATE/postgres, admitting
+    `connections` at once, its database `mlflow` created; yields its SQLAlchemy URI, stopped
+    (fast shutdown) when the block ends."""
     state, user = Path(state).resolve(), _server_user()
     data, port = state / "postgres", port or free_port()
     _init_cluster(data, user)
-    command = [str(postgres_bin() / "postgres"), "-D", str(data), "-h", "127.0.0.1", "-p", str(port), "-k", str(data)]
+    command = [str(postgres_bin() / "postgres"), "-D", str(data), "-h", "127.0.0.1", "-p", str(port), "-k", str(data), "-N", str(connections)]
     log = open(state / "postgres.log", "ab")
     server = subprocess.Popen(command, user=user, stdout=log, stderr=log, start_new_session=True)
     log.close()
@@ -100,9 +109,10 @@ def tracking_server(state: Path, host: str = "127.0.0.1", port: int | None = Non
     yields the server's address, its `tracking.uri`."""
     state = Path(state).resolve()
     (state / "artifacts").mkdir(parents=True, exist_ok=True)
-    with postgres(state) as database:
+    pool = {"MLFLOW_SQLALCHEMYSTORE_POOL_SIZE": str(REQUEST_THREADS), "MLFLOW_SQLALCHEMYSTORE_MAX_OVERFLOW": str(POOL_OVERFLOW)}
+    with postgres(state, connections=workers * (REQUEST_THREADS + POOL_OVERFLOW) + SPARE_CONNECTIONS) as database:
         options = ("--workers", str(workers), "--artifacts-destination", str(state / "artifacts"))
-        with mlflow_server(database, state, *options, host=host, port=port) as address:
+        with mlflow_server(database, state, *options, host=host, port=port, env=pool) as address:
             yield address
 
 
