@@ -1,21 +1,28 @@
 """config/test.yaml through profiles/slurm on a one-node SLURM cluster that tests/slurm/cluster.sh
-starts (as root; skipped elsewhere): every job submitted by sbatch with its config's resources,
+starts (as root; skipped elsewhere), every job logging to MLflow through a tracking server on
+PostgreSQL (klrl.tracking.server): every job submitted by sbatch with its config's resources,
 the tables equal to a local run's, a GPU request rendered as the plugin's --gpus, and a train job
-killed with scancel resubmitted and resumed from its checkpoint while the node is drained."""
+killed with scancel resubmitted and resumed from its checkpoint while the node is drained, in one
+MLflow run whose metrics continue across the resume."""
 
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from mlflow.tracking import MlflowClient
 
 from klrl.grid import eval_job_resources, expand_grid, job_resources
+from klrl.paths import RUN_RECORD
+from klrl.tracking.runs import KEY_TAG
+from klrl.tracking.server import postgres_bin, tracking_server
 from klrl.training.checkpoint import checkpoint_folders
 
 pytestmark = pytest.mark.slurm
@@ -46,6 +53,23 @@ def cluster(tmp_path_factory) -> dict:
         yield env
     finally:
         subprocess.run([str(CLUSTER), "stop", str(state)], timeout=300, check=True)
+
+
+@pytest.fixture(scope="module")
+def tracking_uri(cluster) -> str:
+    """The address of an MLflow tracking server on PostgreSQL that every job logs to; its folder
+    under /tmp (as root PostgreSQL runs as `postgres`, which must reach it)."""
+    try:
+        postgres_bin()
+    except OSError as missing:
+        pytest.skip(str(missing))
+    folder = Path(tempfile.mkdtemp(prefix="klrl-slurm-tracking-"))
+    folder.chmod(0o755)
+    try:
+        with tracking_server(folder / "state", workers=2) as address:
+            yield address
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _copy_workflow(folder: Path) -> Path:
@@ -82,10 +106,11 @@ def _table(folder: Path, name: str) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def slurm_run(cluster, tmp_path_factory) -> Path:
-    """config/test.yaml end to end through profiles/slurm."""
+def slurm_run(cluster, tracking_uri, tmp_path_factory) -> Path:
+    """config/test.yaml end to end through profiles/slurm, tracked through the server."""
     folder = _copy_workflow(tmp_path_factory.mktemp("slurm-run"))
-    result = _run([str(SNAKEMAKE), "--profile", "profiles/slurm", "--configfile", "config/test.yaml", *FAST], cluster, folder)
+    overlay = _overlay(folder, tracking={"uri": tracking_uri})
+    result = _run([str(SNAKEMAKE), "--profile", "profiles/slurm", "--configfile", str(overlay), *FAST], cluster, folder)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     return folder
 
@@ -168,12 +193,11 @@ def _wait(condition, seconds: int, what: str):
 
 
 @pytest.mark.slow
-def test_a_cancelled_train_job_is_resubmitted_and_resumes_through_a_drain(cluster, slurm_run, tmp_path):
+def test_a_cancelled_train_job_is_resubmitted_and_resumes_through_a_drain(cluster, tracking_uri, slurm_run, tmp_path):
     folder = shutil.copytree(slurm_run, tmp_path / "run", symlinks=True)
     steps = 30
-    # Tracking off: the cell's MLflow run already holds the first run's params (steps 3), and
-    # MLflow refuses to change a logged param, so a cell retrained with other settings fails.
-    overlay = _overlay(folder, train={"steps": steps, "checkpoint_every": 1}, tracking={"enabled": False})
+    # Other steps than the grid's run: a new attempt of the cell, in a new MLflow run
+    overlay = _overlay(folder, train={"steps": steps, "checkpoint_every": 1}, tracking={"uri": tracking_uri})
     cell = next(iter(expand_grid(yaml.safe_load(overlay.read_text())).values()))
     target = _outputs(folder) / "cells" / cell.id / "train" / "status.json"
     train = folder / target.parent
@@ -209,3 +233,13 @@ def test_a_cancelled_train_job_is_resubmitted_and_resumes_through_a_drain(cluste
     assert [json.loads(line)["step"] for line in lines] == list(range(steps + 1))
     assert 0 < reached < steps and lines[: len(before)] == before  # the steps before the checkpoint kept their timings: resumed
     assert list((folder / ".snakemake" / "slurm_logs" / "rule_train").rglob(f"{first}.log"))  # a failed job's SLURM log is kept
+    # MLflow: the grid's run superseded by this attempt's, one run across the cancel, each step once
+    record, client = json.loads((train / RUN_RECORD).read_text()), MlflowClient(tracking_uri)
+    runs = {run.info.run_id: run for run in client.search_runs([record["experiment_id"]], f"tags.`{KEY_TAG}` = '{cell.id}'")}
+    attempt = runs.pop(record["run_id"])
+    assert attempt.info.status == "FINISHED" and attempt.data.tags["klrl.attempt_number"] == "2"
+    assert [run.data.tags["klrl.status"] for run in runs.values()] == ["superseded"]
+    records = [json.loads(line) for line in lines]
+    for key in ("rollout/reward_mean", "kl/k1", "loss/total"):
+        logged = sorted((point.step, point.value) for point in client.get_metric_history(record["run_id"], key))
+        assert logged == [(row["step"], pytest.approx(row[key])) for row in records if key in row], key

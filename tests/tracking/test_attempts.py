@@ -133,15 +133,16 @@ def test_a_killed_trainer_is_ended_by_reconcile_and_a_rerun_continues_its_run(se
     monkeypatch.chdir(tmp_path)
     runs_file, grid = _grid(tmp_path, server, "kills")
     out = tmp_path / "cells" / CELL / "train"
-    config = _write_config(tmp_path / "cell.yaml", _settings(tiny_base, arith_data, steps=12))
+    config = _write_config(tmp_path / "cell.yaml", _settings(tiny_base, arith_data, steps=12, checkpoint_every=3))
     command = [sys.executable, "-m", "klrl", "train", "--config", str(config), "--out", str(out), "--mlflow-runs", str(runs_file), "--mlflow-key", CELL]
     with (tmp_path / "train.log").open("wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 300
-    while not (checkpoint_folders(out) and (out / "metrics.jsonl").exists()) and process.poll() is None and time.monotonic() < deadline:
+    while not _logged_past_checkpoint(out, 2) and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     process.send_signal(signal.SIGKILL)
     assert process.wait() == -signal.SIGKILL, (tmp_path / "train.log").read_text()[-2000:]
+    assert _logged_past_checkpoint(out, 1)  # the resume recomputes steps the killed job logged
     run_id = grid["runs"][CELL]
     assert _cell_runs(server, grid["experiment_id"])[run_id]["status"] == "RUNNING"
 
@@ -153,6 +154,21 @@ def test_a_killed_trainer_is_ended_by_reconcile_and_a_rerun_continues_its_run(se
     runs = _cell_runs(server, grid["experiment_id"])
     assert list(runs) == [run_id] and runs[run_id]["status"] == "FINISHED" and runs[run_id]["tags"]["klrl.status"] == "completed"
     assert not (out / "superseded").exists()
+    # the run's metrics continue across the kill: each step once, the values of metrics.jsonl
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    for key in ("rollout/reward_mean", "kl/k1", "periodic_eval/pass@1"):
+        history = _rest(server, "metrics/get-history", {"run_id": run_id, "metric_key": key.replace("@", "_at_")})["metrics"]
+        logged = sorted((point["step"], point["value"]) for point in history)
+        assert logged == [(record["step"], pytest.approx(record[key])) for record in records if key in record], key
+
+
+def _logged_past_checkpoint(out: Path, steps: int) -> bool:
+    """Whether metrics.jsonl holds at least `steps` steps past the newest committed checkpoint."""
+    folders, metrics = checkpoint_folders(out), out / "metrics.jsonl"
+    if not folders or not metrics.exists():
+        return False
+    covered = int(folders[0].name.removeprefix("step-"))
+    return len(metrics.read_bytes().splitlines()) >= covered + steps
 
 
 def test_a_diverged_cell_is_finished_with_its_reason(tmp_path, monkeypatch):

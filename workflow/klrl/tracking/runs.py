@@ -53,6 +53,7 @@ class Tracker:
         self.run_id = run_id
         self.tracking_uri = tracking_uri
         self._client = None
+        self._held: set[tuple[str, int]] | None = None  # (metric, step) the run held before this job
         if run_id:
             from mlflow.tracking import MlflowClient
 
@@ -76,13 +77,27 @@ class Tracker:
             self._client.log_batch(self.run_id, params=[Param(key, str(value)) for key, value in params.items()])
 
     def log_metrics(self, metrics: dict, step: int) -> None:
+        """The finite values at `step`, in one request; a metric the run already held at that step
+        before this job began is left as it is, so each (metric, step) is in the run once. A job
+        resumed from a checkpoint recomputes the steps its killed attempt may have logged after
+        it; the resume is exact, so those rows hold the same values (their timings are the killed
+        attempt's)."""
         if self._client:
             from mlflow.entities import Metric
 
-            finite = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+            if self._held is None:
+                self._held = self._logged_points()
+            finite = {k.replace("@", "_at_"): float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)}
             now_ms = int(time.time() * 1000)  # the wall time of logging: MLflow's charts by time read it
-            batch = [Metric(key.replace("@", "_at_"), value, now_ms, step) for key, value in finite.items()]
-            self._client.log_batch(self.run_id, metrics=batch)
+            batch = [Metric(key, value, now_ms, step) for key, value in finite.items() if (key, step) not in self._held]
+            if batch:
+                self._client.log_batch(self.run_id, metrics=batch)
+
+    def _logged_points(self) -> set[tuple[str, int]]:
+        """Each (metric, step) the run holds, MLflow's system metrics aside (one request for a
+        run without metrics, one more a metric otherwise)."""
+        keys = [key for key in self._client.get_run(self.run_id).data.metrics if not key.startswith("system/")]
+        return {(key, point.step) for key in keys for point in self._client.get_metric_history(self.run_id, key)}
 
     @contextmanager
     def system_metrics(self, interval_s: float = 10.0):
