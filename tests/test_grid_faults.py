@@ -1,17 +1,15 @@
 """kill -9 of the Snakemake grid itself: the whole process group mid-training, then Snakemake
 alone with its trainer left running (an orphan). Each rerun, the same command without
 `--unlock` (the dead Snakemake's locks are released), either refuses the
-cell the orphan still holds, naming it, or ends with every cell equal to an uninterrupted
-`klrl train` of the same settings, its metrics written once per step, and no MLflow run left
-RUNNING."""
+cell the orphan still holds, naming it, or ends with every cell equal to the same grid run once
+uninterrupted, its metrics written once per step, the tables identical to that run's, and no
+MLflow run left RUNNING."""
 
 import contextlib
 import json
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 
 import pytest
@@ -129,16 +127,22 @@ def test_kill_9_of_the_grid_and_of_snakemake_alone_then_reruns_equal_an_uninterr
         if _alive(orphan):  # the test failed with the orphan still stopped: leave nothing behind
             os.kill(orphan, signal.SIGKILL)
 
-    # every cell equals an uninterrupted `klrl train` of its settings, each step logged once
+    # 5. the rest of the grid (evaluation, tables), and the same grid run once, uninterrupted:
+    # every cell the same, each step logged once, and the tables identical
+    (tmp_path / "whole").mkdir()
+    whole = copy_workflow(tmp_path / "whole")
+    _write_config(whole)
+    until_tables = ("--profile", "profiles/local", "--cores", "1", "--configfile", CONFIG, "--until", "aggregate")
+    for run in (folder, whole):
+        done = snakemake(run, *until_tables)
+        assert done.returncode == 0, done.stderr[-3000:]
     for cell in CELLS:
         train = folder / OUT / "cells" / cell / "train"
         steps = [record["step"] for record in read_metrics(train / "metrics.jsonl")]
         assert steps == sorted(set(steps))
-        whole = tmp_path / "whole" / cell
-        done = subprocess.run([sys.executable, "-m", "klrl", "train", "--config", str(train / "settings.json"), "--out", str(whole)],
-                              cwd=folder, capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr[-2000:]
-        assert_same_cell(train, whole)
+        assert_same_cell(train, whole / OUT / "cells" / cell / "train")
+    for table in ("main.csv", "scores.csv"):
+        assert (folder / OUT / "tables" / table).read_bytes() == (whole / OUT / "tables" / table).read_bytes(), table
 
     # and MLflow holds no run still RUNNING
     from mlflow.tracking import MlflowClient
