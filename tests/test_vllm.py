@@ -8,7 +8,7 @@ What they check: the trainer's colocated engine generates from the learner's wei
 keeps up with them (vLLM's log-probs of fixed sequences equal the trainer's before an
 optimizer step, are stale after it, and equal again after the sync), rollouts are seeded
 per request and carry the engine's log-probs of their tokens (the engine correction's e), a
-whole off-policy run trains through it, under torchrun each of two processes syncs an engine of
+whole off-policy run trains through it with the engine correction on, under torchrun each of two processes syncs an engine of
 its own from the FSDP shards, and lm-eval's vllm backend scores the project's tasks as the hf
 backend does.
 """
@@ -164,7 +164,8 @@ def test_rollouts_are_seeded_per_request(trainer):
 
 def test_an_off_policy_run_trains_through_the_engine(two_layers, arith, tmp_path):
     out = tmp_path / "cell"
-    trainer = Trainer(_config(two_layers, arith, async_lag=1, steps=3, advantage="group-mean", ratio_clamp=8.0), out)
+    settings = {"async_lag": 1, "steps": 3, "advantage": "group-mean", "ratio_clamp": 8.0, "engine_correction": "sequence-truncate"}
+    trainer = Trainer(_config(two_layers, arith, **settings), out)
     synced = []
     sync = trainer.sampler.engine.sync
     trainer.sampler.engine.sync = lambda model, version: (synced.append(version), sync(model, version))
@@ -175,6 +176,11 @@ def test_an_off_policy_run_trains_through_the_engine(two_layers, arith, tmp_path
     records = read_metrics(out / "metrics.jsonl")
     assert [r["step"] for r in records if "rollout/accuracy" in r] == [0, 1, 2]
     assert records[2]["is/ratio_max"] != pytest.approx(1.0)  # μ = θ1 differs from the learner's θ2
+    # the engine correction between the engine's e and the trainer's μ (same weights, other
+    # kernels): a mismatch measured at every step, too small for the cap of 2 to truncate
+    for record in records[:3]:
+        assert 0 < record["engine/mean_abs_log_ratio"] <= record["engine/max_abs_log_ratio"] < LOGPROB_TOLERANCE
+        assert record["engine/fraction_corrected"] == 0.0
     assert json.loads((out / "status.json").read_text())["status"] == "completed"
 
 
