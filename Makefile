@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-fast test-pythons test-vllm vllm-env run cells readme-figures readme-results readme-screenshots ui browser postgresql tracking-server clean bench bench-trl bench-trl-long bench-sampling bench-dag bench-grid bench-eval bench-grading bench-tests
+.PHONY: install lint format test test-fast test-pythons test-vllm vllm-env run cells readme-figures readme-results readme-screenshots ui browser postgresql tracking-server clean bench bench-trl bench-trl-long bench-sampling bench-dag bench-grid bench-eval bench-grading bench-tests
 
 install: $(STAMP)
 
@@ -33,6 +33,7 @@ PYTHONS_LOG := results/build-pythons.log
 
 test:
 	$(MAKE) --jobs 3 $(STAMP) $(VLLM_STAMP) browser postgresql
+	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory --jobs 1 $(PYTHONS_STAMPS) > $(PYTHONS_LOG) 2>&1 & pythons=$$!; \
 	$(MAKE) --no-print-directory test-vllm > $(VLLM_LOG) 2>&1 & vllm=$$!; \
 	$(BIN)/python -m pytest -m "not gpu" $(WORKERS); main=$$?; \
@@ -41,6 +42,19 @@ test:
 	wait $$pythons; echo "--- the venvs of Python $(PYTHONS) (built beside the main suite):"; cat $(PYTHONS_LOG); \
 	$(MAKE) --no-print-directory test-pythons; pythons=$$?; \
 	test $$main = 0 && test $$vllm = 0 && test $$pythons = 0
+
+# The code's format and pyflakes' checks (settings in pyproject.toml); `make format` applies them.
+SNAKEMAKE_FILES := Snakefile workflow/rules
+
+lint: $(STAMP)
+	$(BIN)/ruff format --check --quiet .
+	$(BIN)/ruff check --quiet .
+	$(BIN)/snakefmt --check $(SNAKEMAKE_FILES)
+
+format: $(STAMP)
+	$(BIN)/ruff format --quiet .
+	$(BIN)/ruff check --quiet --fix .
+	$(BIN)/snakefmt $(SNAKEMAKE_FILES)
 
 # The quick loop: every unit and integration test, without the slow ones (end-to-end grids,
 # torchrun, kill -9 faults), the SLURM cluster and the vLLM venv.
