@@ -63,7 +63,9 @@ def machine() -> str:
     model = platform.processor() or "unknown CPU"
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
-        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")]
+        names = [
+            line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")
+        ]
         model = names[0] if names else model
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     return f"{model}, {os.cpu_count()} cores, torch {torch.__version__}, {time.strftime('%Y-%m-%d %H:%M')}, load average {load}"

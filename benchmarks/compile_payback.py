@@ -51,7 +51,9 @@ def main() -> None:
     parser.add_argument("--size", default="1M")
     parser.add_argument("--rows", type=int, default=128, help="rows per step (prompts × G)")
     parser.add_argument("--prompt", type=int, default=6, help="prompt tokens")
-    parser.add_argument("--widths", type=int, nargs="+", default=[8, 7, 6, 5], help="completion widths; the first is timed")
+    parser.add_argument(
+        "--widths", type=int, nargs="+", default=[8, 7, 6, 5], help="completion widths; the first is timed"
+    )
     parser.add_argument("--calls", type=int, default=10)
     parser.add_argument("--cell-steps", type=int, nargs="+", default=[40, 80])
     args = parser.parse_args()
@@ -68,7 +70,10 @@ def main() -> None:
     compiled = torch.compile(compiled_model)
     first_s = forward_backward(compiled, ids, width)
     compiled_s = median([forward_backward(compiled, ids, width) for _ in range(args.calls)])
-    other_widths = {w: forward_backward(compiled, batch(eager.config.vocab_size, args.rows, args.prompt, w), w) for w in args.widths[1:]}
+    other_widths = {
+        w: forward_backward(compiled, batch(eager.config.vocab_size, args.rows, args.prompt, w), w)
+        for w in args.widths[1:]
+    }
     compile_s = first_s - compiled_s + sum(other_widths.values()) - compiled_s * len(other_widths)
     saving = eager_s - compiled_s
     payback = compile_s / saving if saving > 0 else float("inf")
@@ -82,8 +87,11 @@ def main() -> None:
     ]
     print(markdown_table(["what", "seconds"], rows))
     print(f"pays back after {payback:.0f} steps; a cell runs {' or '.join(map(str, args.cell_steps))}")
-    verdict("compiled step pays back within a cell", f"{payback:.0f} steps to pay back, cells of {max(args.cell_steps)}",
-            payback <= max(args.cell_steps))
+    verdict(
+        "compiled step pays back within a cell",
+        f"{payback:.0f} steps to pay back, cells of {max(args.cell_steps)}",
+        payback <= max(args.cell_steps),
+    )
 
 
 if __name__ == "__main__":

@@ -57,7 +57,9 @@ def import_report(pythonpath: str | None) -> tuple[float, list[str]]:
     """Seconds to import klrl.grid (the Snakefile's own imports) and which heavy modules it loads."""
     code = "import sys, time; t = time.perf_counter(); import klrl.grid; print(time.perf_counter() - t, *[m for m in ('torch', 'transformers', 'numpy', 'pandas') if m in sys.modules])"
     env = os.environ | ({"PYTHONPATH": pythonpath} if pythonpath else {})
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    ).stdout.split()
     return float(out[0]), out[1:]
 
 

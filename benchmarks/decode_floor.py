@@ -51,7 +51,9 @@ class MinimalDecoder:
         self.weights = [
             (
                 layer.input_layernorm.weight,
-                torch.cat([layer.self_attn.q_proj.weight, layer.self_attn.k_proj.weight, layer.self_attn.v_proj.weight]).t().contiguous(),
+                torch.cat([layer.self_attn.q_proj.weight, layer.self_attn.k_proj.weight, layer.self_attn.v_proj.weight])
+                .t()
+                .contiguous(),
                 layer.self_attn.o_proj.weight.t().contiguous(),
                 layer.post_attention_layernorm.weight,
                 torch.cat([layer.mlp.gate_proj.weight, layer.mlp.up_proj.weight]).t().contiguous(),
@@ -71,7 +73,9 @@ class MinimalDecoder:
         cos, sin = angles.cos() * self.scaling, angles.sin() * self.scaling
         bias = self.bias[..., : self.cache[0].length + 1]
         x = self.embed[token]
-        for (norm_in, qkv_weight, out_weight, norm_mid, gate_up_weight, down_weight), layer in zip(self.weights, self.cache):
+        for (norm_in, qkv_weight, out_weight, norm_mid, gate_up_weight, down_weight), layer in zip(
+            self.weights, self.cache
+        ):
             qkv = F.rms_norm(x, x.shape[-1:], norm_in, self.eps) @ qkv_weight
             qk = qkv[:, :qk_width].view(rows, heads + kv_heads, dim)
             qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), -1) * sin

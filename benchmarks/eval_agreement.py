@@ -28,7 +28,9 @@ from klrl.training.periodic_eval import problem_pass_at_1
 from klrl.training.sampling import HFSampler
 
 
-def trainer_scores(model_dir: str, rows: list[dict], reward: str, samples: int, max_new_tokens: int, seed: int) -> list[float]:
+def trainer_scores(
+    model_dir: str, rows: list[dict], reward: str, samples: int, max_new_tokens: int, seed: int
+) -> list[float]:
     """Per-problem pass@1 through the trainer's periodic evaluation (`problem_pass_at_1`)."""
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()

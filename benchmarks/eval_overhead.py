@@ -46,7 +46,9 @@ def run_worker(args, model: Path, data: Path, profile: Path | None = None) -> di
         "--samples", str(args.samples), "--new-tokens", str(args.new_tokens), "--threads", str(args.threads),
     ]  # fmt: skip
     start = time.perf_counter()
-    out = subprocess.run(command, capture_output=True, text=True, env=os.environ | {"TOKENIZERS_PARALLELISM": "false"}, check=False)
+    out = subprocess.run(
+        command, capture_output=True, text=True, env=os.environ | {"TOKENIZERS_PARALLELISM": "false"}, check=False
+    )
     wall = time.perf_counter() - start
     line = next((line for line in out.stdout.splitlines() if line.startswith("RESULT ")), None)
     if line is None:
@@ -58,7 +60,9 @@ def print_profile(path: Path, top: int = 30) -> None:
     import pstats
 
     print(f"\ncProfile of one run, lm-eval and klrl functions by cumulative time (top {top}):")
-    pstats.Stats(str(path)).sort_stats("cumulative").print_stats("lm_eval|klrl|transformers/(generation|modeling_utils)", top)
+    pstats.Stats(str(path)).sort_stats("cumulative").print_stats(
+        "lm_eval|klrl|transformers/(generation|modeling_utils)", top
+    )
 
 
 def main() -> None:
@@ -85,7 +89,9 @@ def main() -> None:
         if args.profile:
             run_worker(args, model, Path(tmp) / "data", args.profile.resolve())
             print_profile(args.profile)
-    print(f"{len(TASKS)} tasks × {args.problems} problems × {args.samples} samples, {args.new_tokens} new tokens, {args.threads} thread(s), random 1M tiny model")
+    print(
+        f"{len(TASKS)} tasks × {args.problems} problems × {args.samples} samples, {args.new_tokens} new tokens, {args.threads} thread(s), random 1M tiny model"
+    )
     print(f"machine: {machine()}\n")
     keys = (*PHASES, "process")
     print(markdown_table(["", *(f"{k} s" for k in keys)], [["median", *(median([r[k] for r in runs]) for k in keys)]]))

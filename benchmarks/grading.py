@@ -45,7 +45,12 @@ def main() -> None:
     print(machine())
     print(f"workers {args.workers}, timeout {args.timeout} s per item, deadline {args.deadline} s per batch\n")
     rows = []
-    for name, count, distinct in [("32 hostile", 32, 32), ("8 hostile", 8, 8), ("1280, 32 distinct", 1280, 32), ("1280 distinct", 1280, 1280)]:
+    for name, count, distinct in [
+        ("32 hostile", 32, 32),
+        ("8 hostile", 8, 8),
+        ("1280, 32 distinct", 1280, 32),
+        ("1280 distinct", 1280, 1280),
+    ]:
         completions = hostile(count, distinct)
         verify_worker.grading_counts()
         start = time.perf_counter()
@@ -53,13 +58,31 @@ def main() -> None:
         seconds = time.perf_counter() - start
         counts = verify_worker.grading_counts()
         assert rewards == [0.0] * count
-        rows.append([name, count, seconds, counts["grading/timeouts"], counts["grading/cache_hits"], counts["grading/deadline_zeroed"]])
-        print(markdown_table(["batch", "completions", "seconds", "timeouts", "cache hits", "zeroed at deadline"], rows[-1:]).splitlines()[-1], flush=True)
+        rows.append(
+            [
+                name,
+                count,
+                seconds,
+                counts["grading/timeouts"],
+                counts["grading/cache_hits"],
+                counts["grading/deadline_zeroed"],
+            ]
+        )
+        print(
+            markdown_table(
+                ["batch", "completions", "seconds", "timeouts", "cache hits", "zeroed at deadline"], rows[-1:]
+            ).splitlines()[-1],
+            flush=True,
+        )
     print()
     print(markdown_table(["batch", "completions", "seconds", "timeouts", "cache hits", "zeroed at deadline"], rows))
     slowest = max(row[2] for row in rows)
     bound = args.deadline + KILL_SLACK
-    verdict(f"every hostile batch within the deadline + {KILL_SLACK:.0f} s ({bound:.0f} s)", f"slowest {slowest:.1f} s", slowest <= bound)
+    verdict(
+        f"every hostile batch within the deadline + {KILL_SLACK:.0f} s ({bound:.0f} s)",
+        f"slowest {slowest:.1f} s",
+        slowest <= bound,
+    )
 
 
 if __name__ == "__main__":

@@ -45,7 +45,16 @@ from common import export_revision, machine, markdown_table, verdict
 from klrl.paths import BASES, Layout
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKFLOW_FILES = ("Snakefile", "workflow/rules", "workflow/schemas", "workflow/report", "config", "envs", "profiles", "paper_figures")
+WORKFLOW_FILES = (
+    "Snakefile",
+    "workflow/rules",
+    "workflow/schemas",
+    "workflow/report",
+    "config",
+    "envs",
+    "profiles",
+    "paper_figures",
+)
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 NODE = re.compile(r'^\s*(\d+)\[label = "([^"]*)"')
 EDGE = re.compile(r"^\s*(\d+) -> (\d+)")
@@ -75,7 +84,9 @@ def timed_grid(folder: Path, configfile: str, cores: int, pythonpath: str | None
     """Wall seconds of the whole grid in `folder`, and its number of cells (train jobs)."""
     nodes, _ = dag(folder, configfile, pythonpath)
     start = time.perf_counter()
-    out = snakemake(folder, "--profile", "profiles/local", "--configfile", configfile, "--cores", str(cores), pythonpath=pythonpath)
+    out = snakemake(
+        folder, "--profile", "profiles/local", "--configfile", configfile, "--cores", str(cores), pythonpath=pythonpath
+    )
     wall = time.perf_counter() - start
     if out.returncode:
         raise RuntimeError(f"grid failed in {folder}:\n{out.stderr[-3000:]}")
@@ -106,7 +117,9 @@ def step_phases(out: Path) -> dict[str, float]:
     phases = defaultdict(list)
     for metrics in sorted((out / "cells").glob("*/train/metrics.jsonl")):
         for line in metrics.read_text().splitlines():
-            times = {key.removeprefix("time/"): value for key, value in json.loads(line).items() if key.startswith("time/")}
+            times = {
+                key.removeprefix("time/"): value for key, value in json.loads(line).items() if key.startswith("time/")
+            }
             if times:
                 phases["step"].append(sum(times.values()))
                 for phase, value in times.items():
@@ -114,7 +127,9 @@ def step_phases(out: Path) -> dict[str, float]:
     return {phase: statistics.median(values) for phase, values in phases.items()}
 
 
-def dag(folder: Path, configfile: str, pythonpath: str | None = None) -> tuple[dict[int, tuple[str, list[str]]], list[tuple[int, int]]]:
+def dag(
+    folder: Path, configfile: str, pythonpath: str | None = None
+) -> tuple[dict[int, tuple[str, list[str]]], list[tuple[int, int]]]:
     """Jobs (rule, wildcard values) and dependency edges of the run's DAG, from `snakemake --dag`."""
     out = snakemake(folder, "--dag", "--forceall", "--configfile", configfile, pythonpath=pythonpath)
     if out.returncode:
@@ -210,14 +225,26 @@ def _topological(nodes: dict, parents: dict) -> list[int]:
 
 
 def print_summary(label: str, summary: dict, wall: float | None = None) -> None:
-    print(f"\n{label}: {summary['jobs']} jobs, summed job time {summary['sum']:.0f} s, critical path {summary['critical']:.0f} s" + (f", wall {wall:.0f} s" if wall else ""))
+    print(
+        f"\n{label}: {summary['jobs']} jobs, summed job time {summary['sum']:.0f} s, critical path {summary['critical']:.0f} s"
+        + (f", wall {wall:.0f} s" if wall else "")
+    )
     print("critical path: " + " → ".join(summary["path"]))
     rules = sorted(summary["per_rule"], key=lambda rule: -summary["per_rule"][rule])
-    print(markdown_table(["rule", "summed s", "peak RSS MB"], [[r, summary["per_rule"][r], summary["peak_rss"][r]] for r in rules]))
+    print(
+        markdown_table(
+            ["rule", "summed s", "peak RSS MB"], [[r, summary["per_rule"][r], summary["peak_rss"][r]] for r in rules]
+        )
+    )
     if summary["step"]:
-        print("\nmedian seconds per RL step over the cells' steps: " + ", ".join(f"{k} {v:.3g}" for k, v in summary["step"].items()))
+        print(
+            "\nmedian seconds per RL step over the cells' steps: "
+            + ", ".join(f"{k} {v:.3g}" for k, v in summary["step"].items())
+        )
     if summary["steps_per_minute"]:
-        print(f"a cell's throughput: {summary['steps_per_minute']:.1f} RL steps per minute of its train job (median over cells)")
+        print(
+            f"a cell's throughput: {summary['steps_per_minute']:.1f} RL steps per minute of its train job (median over cells)"
+        )
 
 
 def main() -> None:
@@ -225,7 +252,9 @@ def main() -> None:
     parser.add_argument("--cores", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--configfile", default="config/test.yaml")
     parser.add_argument("--summarise", type=Path, help="a finished run's folder: only read its timings")
-    parser.add_argument("--before", help="a git revision whose grid to run first at each core count, for the 2× verdict")
+    parser.add_argument(
+        "--before", help="a git revision whose grid to run first at each core count, for the 2× verdict"
+    )
     args = parser.parse_args()
     print(f"machine: {machine()}")
     if args.summarise:
@@ -245,11 +274,40 @@ def main() -> None:
             summary = summarise(folder, args.configfile)
             print_summary(f"{args.configfile} at --cores {cores}", summary, wall)
             rate = cells / wall * 3600
-            rows.append(["this tree", cores, cells, wall, rate, summary["sum"], summary["critical"], summary["steps_per_minute"] or ""])
+            rows.append(
+                [
+                    "this tree",
+                    cores,
+                    cells,
+                    wall,
+                    rate,
+                    summary["sum"],
+                    summary["critical"],
+                    summary["steps_per_minute"] or "",
+                ]
+            )
             if before_rate:
-                verdict(f"grid cells per hour ≥ 2× {args.before}'s ({args.configfile}, {cores} cores)", f"{rate / before_rate:.2f}×", rate / before_rate >= TARGET)
+                verdict(
+                    f"grid cells per hour ≥ 2× {args.before}'s ({args.configfile}, {cores} cores)",
+                    f"{rate / before_rate:.2f}×",
+                    rate / before_rate >= TARGET,
+                )
     print(f"\nmachine after the runs: {machine()}\n")
-    print(markdown_table(["tree", "cores", "cells", "wall s", "cells per hour", "summed job s", "critical path s", "RL steps per minute"], rows))
+    print(
+        markdown_table(
+            [
+                "tree",
+                "cores",
+                "cells",
+                "wall s",
+                "cells per hour",
+                "summed job s",
+                "critical path s",
+                "RL steps per minute",
+            ],
+            rows,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -72,8 +72,13 @@ def measure(config_path: Path, out_dir: Path, report: Path) -> None:
     before_checkpoint = _memory("VmRSS")
     trainer._checkpoint()
     checkpoint_peak = _memory("VmHWM")
-    row = {"rank": trainer.procs.rank, "before_load": before_load, "load_peak": load_peak,
-           "before_checkpoint": before_checkpoint, "checkpoint_peak": checkpoint_peak}
+    row = {
+        "rank": trainer.procs.rank,
+        "before_load": before_load,
+        "load_peak": load_peak,
+        "before_checkpoint": before_checkpoint,
+        "checkpoint_peak": checkpoint_peak,
+    }
     with report.open("a") as handle:
         handle.write(json.dumps(row) + "\n")
 
@@ -107,12 +112,26 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         base = work / "smollm2-135m"
-        subprocess.run([sys.executable, "-m", "klrl", "convert-base", "--model", "smollm2-135m", "--out", str(base)], check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "klrl", "convert-base", "--model", "smollm2-135m", "--out", str(base)],
+            check=True,
+            capture_output=True,
+        )
         data = arith_data(work / "data")
         settings = {
-            "base_model": str(base), "train_data": str(data / "train.jsonl"), "eval_data": str(data / "test.jsonl"),
-            "reward": "arithmetic", "kl": {"name": "k1-reward", "beta": 0.1}, "async_lag": LAG, "mixed_precision": "bf16",
-            "prompts_per_step": 4, "group_size": 2, "steps": 2, "threads": 1, "eval_every": 0, "eval_size": 4,
+            "base_model": str(base),
+            "train_data": str(data / "train.jsonl"),
+            "eval_data": str(data / "test.jsonl"),
+            "reward": "arithmetic",
+            "kl": {"name": "k1-reward", "beta": 0.1},
+            "async_lag": LAG,
+            "mixed_precision": "bf16",
+            "prompts_per_step": 4,
+            "group_size": 2,
+            "steps": 2,
+            "threads": 1,
+            "eval_every": 0,
+            "eval_size": 4,
         }
         config_path = work / "cell.yaml"
         config_path.write_text(yaml.safe_dump(settings))
@@ -121,10 +140,20 @@ def main() -> None:
         for procs in args.procs:
             for name, code in checkouts.items():  # interleaved: baseline, then this checkout, per count
                 for row in run(code, procs, config_path, work):
-                    figures = [round(row[key]) for key in PHASES] if "failed" not in row else [row["failed"]] * len(PHASES)
+                    figures = (
+                        [round(row[key]) for key in PHASES] if "failed" not in row else [row["failed"]] * len(PHASES)
+                    )
                     rows.append([name, procs, row["rank"], *figures])
                     print(rows[-1], flush=True)
-    header = ["code", "processes", "rank", "RSS before load (MB)", "peak while loading (MB)", "RSS before checkpoint (MB)", "peak while checkpointing (MB)"]
+    header = [
+        "code",
+        "processes",
+        "rank",
+        "RSS before load (MB)",
+        "peak while loading (MB)",
+        "RSS before checkpoint (MB)",
+        "peak while checkpointing (MB)",
+    ]
     print(markdown_table(header, rows))
 
 

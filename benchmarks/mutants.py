@@ -24,11 +24,23 @@ from pathlib import Path
 K = "workflow/klrl/"
 MUTANTS = {
     "penalty sign flipped (R + penalty)": [
-        (K + "loss.py", "at_least_fp32(rewards).to(penalty.device) - penalty", "at_least_fp32(rewards).to(penalty.device) + penalty"),
-        (K + "training/trainer.py", "rewards.to(self.device) - terms.reward_penalty.float()", "rewards.to(self.device) + terms.reward_penalty.float()"),
+        (
+            K + "loss.py",
+            "at_least_fp32(rewards).to(penalty.device) - penalty",
+            "at_least_fp32(rewards).to(penalty.device) + penalty",
+        ),
+        (
+            K + "training/trainer.py",
+            "rewards.to(self.device) - terms.reward_penalty.float()",
+            "rewards.to(self.device) + terms.reward_penalty.float()",
+        ),
     ],
     "estimator sign flipped (δ = log πref − log πθ)": [
-        (K + "kl.py", "delta = at_least_fp32(logp) - at_least_fp32(ref_logp)", "delta = at_least_fp32(ref_logp) - at_least_fp32(logp)"),
+        (
+            K + "kl.py",
+            "delta = at_least_fp32(logp) - at_least_fp32(ref_logp)",
+            "delta = at_least_fp32(ref_logp) - at_least_fp32(logp)",
+        ),
     ],
     "K1 and K3 swapped": [
         (K + "estimators.py", '"k1", "K1_t = δ_t", _k1,', '"k1", "K1_t = δ_t", _k3,'),
@@ -39,7 +51,11 @@ MUTANTS = {
         (K + "kl.py", "torch.expm1(-delta) + delta)", "torch.expm1(delta) - delta)"),
     ],
     "stop-gradient dropped on the IS-weighted K1": [
-        (K + "kl.py", "loss_tokens = beta * values.detach() * weight * mask", "loss_tokens = beta * values * weight * mask"),
+        (
+            K + "kl.py",
+            "loss_tokens = beta * values.detach() * weight * mask",
+            "loss_tokens = beta * values * weight * mask",
+        ),
     ],
     "stop-gradient dropped on the reward penalty": [
         (K + "kl.py", "reward_penalty = beta * values.detach().sum(-1)", "reward_penalty = beta * values.sum(-1)"),
@@ -47,23 +63,57 @@ MUTANTS = {
     "token-is weight dropped": [
         (K + "kl.py", "loss_tokens = beta * values * weight * mask", "loss_tokens = beta * values * mask"),
     ],
-    "prefix weight not cumulated": [(K + "kl.py", "_importance_weight(log_ratio.cumsum(-1), config.is_truncation)", "_importance_weight(log_ratio, config.is_truncation)")],
-    "sequence weight cumulated as a prefix": [
-        (K + "kl.py", "_importance_weight(log_ratio.sum(-1, keepdim=True), config.is_truncation).expand_as", "_importance_weight(log_ratio.cumsum(-1), config.is_truncation).expand_as"),
+    "prefix weight not cumulated": [
+        (
+            K + "kl.py",
+            "_importance_weight(log_ratio.cumsum(-1), config.is_truncation)",
+            "_importance_weight(log_ratio, config.is_truncation)",
+        )
     ],
-    "IS truncation inverted": [(K + "kl.py", "(log_w.detach() - math.log(truncation)).clamp(min=0)", "(log_w.detach() - math.log(truncation)).clamp(max=0)")],
-    "ratio clamp inverted": [(K + "objectives.py", "ratio = ratio.clamp(0.0, ratio_clamp)", "ratio = ratio.clamp(min=ratio_clamp)")],
+    "sequence weight cumulated as a prefix": [
+        (
+            K + "kl.py",
+            "_importance_weight(log_ratio.sum(-1, keepdim=True), config.is_truncation).expand_as",
+            "_importance_weight(log_ratio.cumsum(-1), config.is_truncation).expand_as",
+        ),
+    ],
+    "IS truncation inverted": [
+        (
+            K + "kl.py",
+            "(log_w.detach() - math.log(truncation)).clamp(min=0)",
+            "(log_w.detach() - math.log(truncation)).clamp(max=0)",
+        )
+    ],
+    "ratio clamp inverted": [
+        (K + "objectives.py", "ratio = ratio.clamp(0.0, ratio_clamp)", "ratio = ratio.clamp(min=ratio_clamp)")
+    ],
     "policy ratio not detached from the anchor (on-policy)": [
         (K + "loss.py", "anchor = logp.detach() if behaviour_logp is None", "anchor = logp if behaviour_logp is None"),
-        (K + "training/trainer.py", "anchor = logp.detach() if anchor is None else anchor", "anchor = logp if anchor is None else anchor"),
+        (
+            K + "training/trainer.py",
+            "anchor = logp.detach() if anchor is None else anchor",
+            "anchor = logp if anchor is None else anchor",
+        ),
     ],
     "KL weight's μ not detached on-policy": [
-        (K + "kl.py", "behaviour = logp.detach() if behaviour_logp is None else behaviour_logp", "behaviour = logp if behaviour_logp is None else behaviour_logp"),
+        (
+            K + "kl.py",
+            "behaviour = logp.detach() if behaviour_logp is None else behaviour_logp",
+            "behaviour = logp if behaviour_logp is None else behaviour_logp",
+        ),
     ],
-    "RLOO baseline includes the sample": [(K + "objectives.py", "baseline = (total - grouped) / (group_size - 1)", "baseline = total / group_size")],
-    "advantage sign flipped": [(K + "objectives.py", "return (grouped - baseline).reshape(-1)", "return (baseline - grouped).reshape(-1)")],
+    "RLOO baseline includes the sample": [
+        (K + "objectives.py", "baseline = (total - grouped) / (group_size - 1)", "baseline = total / group_size")
+    ],
+    "advantage sign flipped": [
+        (K + "objectives.py", "return (grouped - baseline).reshape(-1)", "return (baseline - grouped).reshape(-1)")
+    ],
     "μ replaced by πθ in the update": [
-        (K + "training/step.py", "anchor = scores.logp if scores.behaviour_logp is None else scores.behaviour_logp", "anchor = scores.logp"),
+        (
+            K + "training/step.py",
+            "anchor = scores.logp if scores.behaviour_logp is None else scores.behaviour_logp",
+            "anchor = scores.logp",
+        ),
         (K + "training/trainer.py", "anchor = mu_logp if mu_logp is not None else logp", "anchor = logp"),
     ],
     "off-by-one lag (μ one step too fresh)": [
@@ -71,16 +121,30 @@ MUTANTS = {
     ],
     "KL loss term not masked": [(K + "kl.py", "    values = values * mask\n", "")],
     "seq-sum divides by tokens": [
-        (K + "objectives.py", 'return torch.tensor(float(mask.shape[0]), device=mask.device)', 'return mask.sum()'),
+        (K + "objectives.py", "return torch.tensor(float(mask.shape[0]), device=mask.device)", "return mask.sum()"),
         (K + "training/trainer.py", "return total / batch_mask.shape[0]", "return total / batch_mask.sum()"),
     ],
     "micro-batch normalised by its own tokens, not the minibatch's": [
-        (K + "training/step.py", "mask[rows], denominator)", "mask[rows], normaliser(mask[rows], self.loss.aggregation))"),
-        (K + "training/trainer.py", "kl = self._aggregate(terms.loss_tokens, mask, batch_mask)", "kl = self._aggregate(terms.loss_tokens, mask)"),
+        (
+            K + "training/step.py",
+            "mask[rows], denominator)",
+            "mask[rows], normaliser(mask[rows], self.loss.aggregation))",
+        ),
+        (
+            K + "training/trainer.py",
+            "kl = self._aggregate(terms.loss_tokens, mask, batch_mask)",
+            "kl = self._aggregate(terms.loss_tokens, mask)",
+        ),
     ],
 }
-TESTS = ["tests/test_kl.py", "tests/test_objectives.py", "tests/toy/test_exact.py", "tests/training/test_golden.py",
-         "tests/training/test_step.py", "tests/training/test_trainer.py"]
+TESTS = [
+    "tests/test_kl.py",
+    "tests/test_objectives.py",
+    "tests/toy/test_exact.py",
+    "tests/training/test_golden.py",
+    "tests/training/test_step.py",
+    "tests/training/test_trainer.py",
+]
 
 
 def run(root: Path, names: list[str]) -> dict[str, str]:
@@ -91,7 +155,9 @@ def run(root: Path, names: list[str]) -> dict[str, str]:
             continue
         with tempfile.TemporaryDirectory() as tmp:
             copy = Path(tmp) / "tree"
-            shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".git", ".venv", "results", "__pycache__", ".snakemake"))
+            shutil.copytree(
+                root, copy, ignore=shutil.ignore_patterns(".git", ".venv", "results", "__pycache__", ".snakemake")
+            )
             applied = False
             for path, original, replacement in alternatives:
                 text = (copy / path).read_text() if (copy / path).exists() else ""
@@ -105,8 +171,13 @@ def run(root: Path, names: list[str]) -> dict[str, str]:
                 continue
             env = os.environ | {"PYTHONPATH": str(copy / "workflow"), "OMP_NUM_THREADS": "1"}
             start = time.monotonic()
-            proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not slow", *tests],
-                                  cwd=copy, env=env, capture_output=True, text=True)
+            proc = subprocess.run(
+                [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not slow", *tests],
+                cwd=copy,
+                env=env,
+                capture_output=True,
+                text=True,
+            )
             results[name] = "killed" if proc.returncode else "SURVIVED"
             failed = next((line for line in proc.stdout.splitlines() if line.startswith("FAILED")), "")
             print(f"{results[name]:9} {name}  ({time.monotonic() - start:.0f} s) {failed[:150]}", flush=True)

@@ -104,10 +104,17 @@ def main() -> None:
         limit = rate / flops_per_token(model, context)
         for name, values in times.items():
             tokens_per_s = batch * args.new_tokens / median(values)
-            table.append([batch, name, tokens_per_s, median(values) * 1000 / args.new_tokens, limit, 100 * tokens_per_s / limit])
+            table.append(
+                [batch, name, tokens_per_s, median(values) * 1000 / args.new_tokens, limit, 100 * tokens_per_s / limit]
+            )
         table.append([batch, "arithmetic limit", limit, batch * 1000 / limit, limit, 100.0])
-        print(f"batch {batch}: matmul rate {rate / 1e9:.1f} GFLOP/s, {flops_per_token(model, context) / 1e6:.2f} MFLOP/token", flush=True)
-    print(f"\n{args.size} model ({non_embedding_params(model) / 1e6:.2f}M non-embedding parameters), {args.new_tokens} new tokens, 1 thread")
+        print(
+            f"batch {batch}: matmul rate {rate / 1e9:.1f} GFLOP/s, {flops_per_token(model, context) / 1e6:.2f} MFLOP/token",
+            flush=True,
+        )
+    print(
+        f"\n{args.size} model ({non_embedding_params(model) / 1e6:.2f}M non-embedding parameters), {args.new_tokens} new tokens, 1 thread"
+    )
     print(f"machine: {machine()}\n")
     print(markdown_table(["batch", "sampler", "tokens/s", "ms per token step", "limit tokens/s", "% of limit"], table))
     speedup = median(times["model.generate"]) / median(times["klrl HFSampler"])

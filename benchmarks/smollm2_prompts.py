@@ -28,7 +28,10 @@ from klrl.tasks.data import prepare
 ROOT = Path(__file__).resolve().parents[1]
 CHOSEN = yaml.safe_load((ROOT / "config" / "smollm2.yaml").read_text())["data"]["arith-spoken"]
 BOX = CHOSEN["instruction"]
-SYMBOLIC_SHOTS = [{"user": "3+4" + BOX, "assistant": "3+4 = 7. \\boxed{7}"}, {"user": "25-3" + BOX, "assistant": "25-3 = 22. \\boxed{22}"}]
+SYMBOLIC_SHOTS = [
+    {"user": "3+4" + BOX, "assistant": "3+4 = 7. \\boxed{7}"},
+    {"user": "25-3" + BOX, "assistant": "25-3 = 22. \\boxed{22}"},
+]
 
 # (label, task, instruction, shots): the paper's prompt, then each change alone, then together.
 PROMPTS = [
@@ -60,10 +63,21 @@ def main() -> None:
         rows = []
         for i, (label, task, instruction, shots) in enumerate(PROMPTS):
             data = Path(tmp) / f"data-{i}"
-            prepare(task, data / task, seed=0, sizes={"train": 8, "test": args.problems}, instruction=instruction, shots=shots)
+            prepare(
+                task,
+                data / task,
+                seed=0,
+                sizes={"train": 8, "test": args.problems},
+                instruction=instruction,
+                shots=shots,
+            )
             began = time.perf_counter()
-            sampled = pass_at_1(model, data, task, Decoding(samples=args.samples, max_new_tokens=args.max_new_tokens), args.problems)
-            greedy = pass_at_1(model, data, task, Decoding(samples=1, greedy=True, max_new_tokens=args.max_new_tokens), args.problems)
+            sampled = pass_at_1(
+                model, data, task, Decoding(samples=args.samples, max_new_tokens=args.max_new_tokens), args.problems
+            )
+            greedy = pass_at_1(
+                model, data, task, Decoding(samples=1, greedy=True, max_new_tokens=args.max_new_tokens), args.problems
+            )
             rows.append([label, task, f"{sampled:.3f}", f"{greedy:.3f}", f"{time.perf_counter() - began:.0f}"])
             print(" | ".join(rows[-1]), flush=True)
     header = ["prompt", "task", f"pass@1, T = 1 ({args.samples} samples)", "pass@1, greedy", "seconds"]

@@ -31,7 +31,11 @@ def main() -> None:
     if out.returncode:
         raise SystemExit(f"the quick test loop failed:\n{out.stdout[-3000:]}")
     passed = re.search(r"(\d+) passed", summary)
-    verdict(f"quick test loop (make test-fast) ≤ {TARGET_S / 60:.0f} min", f"{wall:.0f} s, {passed.group(1) if passed else '?'} tests", wall <= TARGET_S)
+    verdict(
+        f"quick test loop (make test-fast) ≤ {TARGET_S / 60:.0f} min",
+        f"{wall:.0f} s, {passed.group(1) if passed else '?'} tests",
+        wall <= TARGET_S,
+    )
 
 
 if __name__ == "__main__":

@@ -127,12 +127,20 @@ def trl(args) -> list[dict]:
             logprobs = clock["prepare"] - generate + clock["loss"]
             backward = clock["training_step"] - clock["prepare"] - clock["loss"]
             steps.append(
-                {"generate": generate, "logprobs": logprobs, "backward": backward, "optimizer": total - clock["training_step"], "total": total}
+                {
+                    "generate": generate,
+                    "logprobs": logprobs,
+                    "backward": backward,
+                    "optimizer": total - clock["training_step"],
+                    "total": total,
+                }
             )
 
     reward_fn = get_reward("arithmetic")
     rows = read_split(Path(args.data) / "train.jsonl")
-    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": r["prompt"]}], "answer": r["answer"]} for r in rows])
+    dataset = Dataset.from_list(
+        [{"prompt": [{"role": "user", "content": r["prompt"]}], "answer": r["answer"]} for r in rows]
+    )
     batch = args.prompts * args.group
     config = GRPOConfig(
         output_dir=args.out,
@@ -203,12 +211,23 @@ def compare(args) -> None:
                 results[kind].append(run_worker(kind, args, model, data, scratch))
                 print(f"rep {rep} {kind}: {results[kind][-1]['total'] * 1000:.0f} ms/step", file=sys.stderr, flush=True)
     ratios = [t["total"] / o["total"] for o, t in zip(results["ours"], results["trl"])]
-    rows = [[name, *(median([r[key] for r in results[name]]) * 1000 for key in (*PHASES, "total"))] for name in ("trl", "ours")]
-    print(f"{args.size} model, {args.prompts} prompts × {args.group} samples, {args.new_tokens} new tokens, 1 thread each")
+    rows = [
+        [name, *(median([r[key] for r in results[name]]) * 1000 for key in (*PHASES, "total"))]
+        for name in ("trl", "ours")
+    ]
+    print(
+        f"{args.size} model, {args.prompts} prompts × {args.group} samples, {args.new_tokens} new tokens, 1 thread each"
+    )
     print(f"machine: {machine()}\n")
     print(markdown_table(["trainer", *(f"{p} ms" for p in PHASES), "step ms"], rows))
-    print(f"\nTRL / klrl step time: median {median(ratios):.2f}× over {args.reps} repetitions ({', '.join(f'{r:.2f}' for r in ratios)})")
-    verdict(f"RL step ≥ 2× TRL 1.16 GRPOTrainer at {args.new_tokens} new tokens", f"{median(ratios):.2f}×", median(ratios) >= TARGET)
+    print(
+        f"\nTRL / klrl step time: median {median(ratios):.2f}× over {args.reps} repetitions ({', '.join(f'{r:.2f}' for r in ratios)})"
+    )
+    verdict(
+        f"RL step ≥ 2× TRL 1.16 GRPOTrainer at {args.new_tokens} new tokens",
+        f"{median(ratios):.2f}×",
+        median(ratios) >= TARGET,
+    )
 
 
 def main() -> None:

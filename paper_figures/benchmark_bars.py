@@ -8,5 +8,10 @@ from helpers.style import arguments, read
 
 args = arguments(__doc__)
 main = read(args.tables, "main")
-bars(main[main["policy"] == "on"], args.out, "benchmark_bars",
-     "K1 in the reward scores best in and out of domain; K3 in the loss trails it most out of domain", main["beta"])
+bars(
+    main[main["policy"] == "on"],
+    args.out,
+    "benchmark_bars",
+    "K1 in the reward scores best in and out of domain; K3 in the loss trails it most out of domain",
+    main["beta"],
+)

@@ -10,6 +10,15 @@ from helpers.style import arguments, read
 args = arguments(__doc__)
 main = read(args.tables, "main")
 betas = set(main.loc[main["kl"].isin(["k1-both", "k3-both"]), "beta"])
-chosen = main[(main["policy"] == "on") & main["kl"].isin(["k1-both", "k3-both", "k1-reward", "k3-loss"]) & main["beta"].isin(betas)]
-bars(chosen, args.out, "both_placements", "Putting the estimate in both reward and loss makes K3 unbiased: K3 in both matches K1 in the reward",
-     main["beta"])
+chosen = main[
+    (main["policy"] == "on")
+    & main["kl"].isin(["k1-both", "k3-both", "k1-reward", "k3-loss"])
+    & main["beta"].isin(betas)
+]
+bars(
+    chosen,
+    args.out,
+    "both_placements",
+    "Putting the estimate in both reward and loss makes K3 unbiased: K3 in both matches K1 in the reward",
+    main["beta"],
+)

@@ -13,7 +13,16 @@ args = arguments(__doc__)
 curves = read_curves(args.tables)
 on = curves[(curves["policy"] == "on") & curves["kl"].isin(CONFIGS)]
 selection = [(kl, on.loc[on["kl"] == kl, "beta"].max(), "on") for kl in CONFIGS if (on["kl"] == kl).any()]
-panels = [("entropy", "token entropy"), ("forward_kl_policy_prefixes", "Σ_t forward KL at πθ's prefixes"), ("reverse_kl", "reverse KL(πθ‖πref), sequence")]
-curve_figure(curves, selection, panels,
-             "Each placement restrains the divergence its gradient targets: K1 in the reward the reverse KL, K3 in the loss the forward KL",
-             args.out, "entropy_kl")
+panels = [
+    ("entropy", "token entropy"),
+    ("forward_kl_policy_prefixes", "Σ_t forward KL at πθ's prefixes"),
+    ("reverse_kl", "reverse KL(πθ‖πref), sequence"),
+]
+curve_figure(
+    curves,
+    selection,
+    panels,
+    "Each placement restrains the divergence its gradient targets: K1 in the reward the reverse KL, K3 in the loss the forward KL",
+    args.out,
+    "entropy_kl",
+)

@@ -8,5 +8,11 @@ args = arguments(__doc__)
 curves = read_curves(args.tables)
 betas = sorted(set(curves.loc[curves["kl"].isin(["k1-loss", "k1-reward"]), "beta"]))
 selection = [("none", 0.0, "on")] + [(kl, b, "on") for kl in ("k1-loss", "k1-reward") for b in betas]
-curve_figure(curves, selection, [PASS_AT_1], "K1 in the loss only adds noise: no better than no KL, and unstable as β grows",
-             args.out, "k1_loss_beta")
+curve_figure(
+    curves,
+    selection,
+    [PASS_AT_1],
+    "K1 in the loss only adds noise: no better than no KL, and unstable as β grows",
+    args.out,
+    "k1_loss_beta",
+)

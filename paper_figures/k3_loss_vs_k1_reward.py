@@ -8,5 +8,11 @@ args = arguments(__doc__)
 curves = read_curves(args.tables)
 betas = sorted(set(curves.loc[curves["kl"].isin(["k3-loss", "k1-reward"]), "beta"]))
 selection = [(kl, b, "on") for kl in ("k3-loss", "k1-reward") for b in betas]
-curve_figure(curves, selection, [PASS_AT_1], "K3 in the loss (GRPO's default) is stable but trails K1 in the reward",
-             args.out, "k3_loss_vs_k1_reward")
+curve_figure(
+    curves,
+    selection,
+    [PASS_AT_1],
+    "K3 in the loss (GRPO's default) is stable but trails K1 in the reward",
+    args.out,
+    "k3_loss_vs_k1_reward",
+)

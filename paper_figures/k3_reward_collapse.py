@@ -8,5 +8,11 @@ args = arguments(__doc__)
 curves = read_curves(args.tables)
 betas = sorted(set(curves.loc[curves["kl"].isin(["k3-reward", "k1-reward"]), "beta"]))
 selection = [(kl, b, "on") for kl in ("k3-reward", "k1-reward") for b in betas]
-curve_figure(curves, selection, [PASS_AT_1, TRAIN_ACCURACY], "K3 in the reward collapses training at every β; K1 in the reward does not",
-             args.out, "k3_reward_collapse")
+curve_figure(
+    curves,
+    selection,
+    [PASS_AT_1, TRAIN_ACCURACY],
+    "K3 in the reward collapses training at every β; K1 in the reward does not",
+    args.out,
+    "k3_reward_collapse",
+)

@@ -13,6 +13,11 @@ lag = curves.loc[curves["policy"] == "off", "lag"].max()
 off = curves[(curves["policy"] == "off") & (curves["lag"] == lag)]
 selection = sorted({(kl, beta, "off") for kl, beta in zip(off["kl"], off["beta"])})
 stale = "" if off.empty else f" (lag {lag:g})"  # a grid with no off-policy cell: no lag to name
-curve_figure(curves[(curves["policy"] == "on") | (curves["lag"] == lag)], selection, [PASS_AT_1, TRAIN_ACCURACY],
-             f"Off-policy{stale}, no KL or K1 in the loss collapses; K1 in the reward and K3 in the loss stay stable",
-             args.out, "off_policy_curves")
+curve_figure(
+    curves[(curves["policy"] == "on") | (curves["lag"] == lag)],
+    selection,
+    [PASS_AT_1, TRAIN_ACCURACY],
+    f"Off-policy{stale}, no KL or K1 in the loss collapses; K1 in the reward and K3 in the loss stay stable",
+    args.out,
+    "off_policy_curves",
+)

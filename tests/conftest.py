@@ -24,19 +24,51 @@ from klrl.typed import from_mapping
 # floor. Its corpus and optimizer settings are spelled out, so a change of the default recipe
 # leaves the weights that tests pin (tests/training/test_golden.py) as they are.
 TINY_TEST_MODEL = {
-    "hidden": 32, "layers": 2, "heads": 1, "intermediate": 64, "batch_tokens": 64, "warmup": 1, "lr": 2e-3, "clean_fraction": 0.5,
-    "mix": {"arith": 0.7, "arith-long": 0.1, "arith-word": 0.2}, "check_problems": 8, "floor": {},
+    "hidden": 32,
+    "layers": 2,
+    "heads": 1,
+    "intermediate": 64,
+    "batch_tokens": 64,
+    "warmup": 1,
+    "lr": 2e-3,
+    "clean_fraction": 0.5,
+    "mix": {"arith": 0.7, "arith-long": 0.1, "arith-word": 0.2},
+    "check_problems": 8,
+    "floor": {},
 }
 # A tiny cell: a few steps of 4 prompts × 4 samples, no periodic evaluation, checkpoint or collapse detection.
-TINY_CELL = {"reward": "arithmetic", "steps": 2, "prompts_per_step": 4, "group_size": 4, "max_new_tokens": 6, "lr": 1e-2,
-             "weight_decay": 0.0, "eval_every": 0, "eval_size": 4, "eval_samples": 1, "checkpoint_every": 0, "collapse_window": 0}
+TINY_CELL = {
+    "reward": "arithmetic",
+    "steps": 2,
+    "prompts_per_step": 4,
+    "group_size": 4,
+    "max_new_tokens": 6,
+    "lr": 1e-2,
+    "weight_decay": 0.0,
+    "eval_every": 0,
+    "eval_size": 4,
+    "eval_samples": 1,
+    "checkpoint_every": 0,
+    "collapse_window": 0,
+}
 
 
-def tiny_settings(base: Path, data: Path, kl: str = "none", beta: float = 0.0, kl_options: dict | None = None, **overrides) -> dict:
+def tiny_settings(
+    base: Path, data: Path, kl: str = "none", beta: float = 0.0, kl_options: dict | None = None, **overrides
+) -> dict:
     """The settings of a tiny training cell (a settings file's plain values) on the model folder
     `base` and the prepared task folder `data`, TINY_CELL with `overrides` on top."""
     kl_settings = {"name": kl, "beta": beta} | (kl_options or {})
-    return {"kl": kl_settings, "base_model": str(base), "train_data": str(data / "train.jsonl"), "eval_data": str(data / "test.jsonl")} | TINY_CELL | overrides
+    return (
+        {
+            "kl": kl_settings,
+            "base_model": str(base),
+            "train_data": str(data / "train.jsonl"),
+            "eval_data": str(data / "test.jsonl"),
+        }
+        | TINY_CELL
+        | overrides
+    )
 
 
 def tiny_config(base: Path, data: Path, kl: str = "none", beta: float = 0.0, **overrides) -> TrainConfig:
@@ -96,13 +128,22 @@ def records(path: Path) -> list[dict]:
     return [line.record for line in read_jsonl(path)]
 
 
-def write_cell_settings(root: Path, cell: str, *, kl: str, beta: float, seed: int, lag: int = 0, model: str = "tiny", task: str = "arith") -> Path:
+def write_cell_settings(
+    root: Path, cell: str, *, kl: str, beta: float, seed: int, lag: int = 0, model: str = "tiny", task: str = "arith"
+) -> Path:
     """The settings.json the grid writes for `cell` under the results folder `root` (what
     aggregation reads each cell's model, task, KL configuration, β, lag and seed from)."""
     data = Layout(root).data(task)
     config = TrainConfig(
-        base_model=str(built_folder(model)), train_data=str(data / "train.jsonl"), eval_data=str(data / "test.jsonl"),
-        reward="arithmetic", model=model, task=task, kl=KLConfig.from_name(kl, beta=beta), async_lag=lag, seed=seed,
+        base_model=str(built_folder(model)),
+        train_data=str(data / "train.jsonl"),
+        eval_data=str(data / "test.jsonl"),
+        reward="arithmetic",
+        model=model,
+        task=task,
+        kl=KLConfig.from_name(kl, beta=beta),
+        async_lag=lag,
+        seed=seed,
     )
     path = Layout(root).settings(cell)
     path.parent.mkdir(parents=True, exist_ok=True)

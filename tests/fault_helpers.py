@@ -20,7 +20,9 @@ def assert_same_cell(folder, whole):
     assert ours.keys() == theirs.keys() and all(torch.equal(ours[name], theirs[name]) for name in ours)
     assert strip_times(read_metrics(folder / "metrics.jsonl")) == strip_times(read_metrics(whole / "metrics.jsonl"))
     when = ("finished",)  # the time it finished: the one field a rerun cannot share
-    assert {k: v for k, v in read_status(folder).items() if k not in when} == {k: v for k, v in read_status(whole).items() if k not in when}
+    assert {k: v for k, v in read_status(folder).items() if k not in when} == {
+        k: v for k, v in read_status(whole).items() if k not in when
+    }
     assert not any(folder.glob("checkpoint*"))
 
 

@@ -25,7 +25,13 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 TEMPLATES = Path(__file__).parent / "fixtures" / "chat_templates"
 # What every miniature shares: 2 layers of width 64, 4 query and 2 key/value heads.
-REDUCED = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}
+REDUCED = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+}
 
 
 @dataclass(frozen=True)
@@ -45,29 +51,85 @@ PAPER_MODELS = {
     model.name: model
     for model in (
         PaperModel(
-            "qwen2.5-7b", "Qwen2ForCausalLM",
-            {"model_type": "qwen2", "hidden_act": "silu", "max_position_embeddings": 131072, "max_window_layers": 28, "rms_norm_eps": 1e-6,
-             "rope_theta": 1000000.0, "sliding_window": 131072, "use_sliding_window": False, "tie_word_embeddings": False},
-            QWEN_SPECIALS, {"bos_token": None, "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"}, ("<|endoftext|>",), "<|im_end|>",
+            "qwen2.5-7b",
+            "Qwen2ForCausalLM",
+            {
+                "model_type": "qwen2",
+                "hidden_act": "silu",
+                "max_position_embeddings": 131072,
+                "max_window_layers": 28,
+                "rms_norm_eps": 1e-6,
+                "rope_theta": 1000000.0,
+                "sliding_window": 131072,
+                "use_sliding_window": False,
+                "tie_word_embeddings": False,
+            },
+            QWEN_SPECIALS,
+            {"bos_token": None, "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"},
+            ("<|endoftext|>",),
+            "<|im_end|>",
         ),
         PaperModel(
-            "llama3.1-8b-instruct", "LlamaForCausalLM",
-            {"model_type": "llama", "hidden_act": "silu", "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
-             "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"},
-             "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False},
-            ("<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|eot_id|>", "<|python_tag|>"),
-            {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>", "pad_token": None}, ("<|end_of_text|>", "<|eom_id|>", "<|eot_id|>"), "<|eot_id|>",
+            "llama3.1-8b-instruct",
+            "LlamaForCausalLM",
+            {
+                "model_type": "llama",
+                "hidden_act": "silu",
+                "max_position_embeddings": 131072,
+                "rms_norm_eps": 1e-5,
+                "rope_theta": 500000.0,
+                "rope_scaling": {
+                    "factor": 8.0,
+                    "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 8192,
+                    "rope_type": "llama3",
+                },
+                "attention_bias": False,
+                "mlp_bias": False,
+                "tie_word_embeddings": False,
+            },
+            (
+                "<|begin_of_text|>",
+                "<|end_of_text|>",
+                "<|start_header_id|>",
+                "<|end_header_id|>",
+                "<|eom_id|>",
+                "<|eot_id|>",
+                "<|python_tag|>",
+            ),
+            {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>", "pad_token": None},
+            ("<|end_of_text|>", "<|eom_id|>", "<|eot_id|>"),
+            "<|eot_id|>",
             "PreTrainedTokenizerFast",
         ),
         PaperModel(
-            "qwen3-4b-instruct", "Qwen3ForCausalLM",
-            {"model_type": "qwen3", "hidden_act": "silu", "max_position_embeddings": 262144, "max_window_layers": 36, "rms_norm_eps": 1e-6,
-             "rope_theta": 5000000, "head_dim": 32, "attention_bias": False, "use_sliding_window": False, "tie_word_embeddings": True},
-            QWEN_SPECIALS, {"bos_token": None, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, ("<|im_end|>", "<|endoftext|>"), "<|im_end|>",
+            "qwen3-4b-instruct",
+            "Qwen3ForCausalLM",
+            {
+                "model_type": "qwen3",
+                "hidden_act": "silu",
+                "max_position_embeddings": 262144,
+                "max_window_layers": 36,
+                "rms_norm_eps": 1e-6,
+                "rope_theta": 5000000,
+                "head_dim": 32,
+                "attention_bias": False,
+                "use_sliding_window": False,
+                "tie_word_embeddings": True,
+            },
+            QWEN_SPECIALS,
+            {"bos_token": None, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
+            ("<|im_end|>", "<|endoftext|>"),
+            "<|im_end|>",
         ),
     )
 }
-TEMPLATE_FILES = {"qwen2.5-7b": "qwen2.5.jinja", "llama3.1-8b-instruct": "llama3.1-instruct.jinja", "qwen3-4b-instruct": "qwen3-instruct-2507.jinja"}
+TEMPLATE_FILES = {
+    "qwen2.5-7b": "qwen2.5.jinja",
+    "llama3.1-8b-instruct": "llama3.1-instruct.jinja",
+    "qwen3-4b-instruct": "qwen3-instruct-2507.jinja",
+}
 
 
 def chat_template(name: str) -> str:
@@ -85,11 +147,19 @@ def write_tokenizer(name: str, out: Path):
     backend.add_special_tokens(list(model.special_tokens))
     bos = model.tokens["bos_token"]
     if bos:  # Llama 3's tokenizer.json prepends its BOS to every encoding
-        backend.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, backend.token_to_id(bos))])
+        backend.post_processor = processors.TemplateProcessing(
+            single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, backend.token_to_id(bos))]
+        )
     out.mkdir(parents=True, exist_ok=True)
     backend.save(str(out / "tokenizer.json"))
-    settings = {"tokenizer_class": model.tokenizer_class, "model_max_length": 131072, "clean_up_tokenization_spaces": False}
-    (out / "tokenizer_config.json").write_text(json.dumps(settings | model.tokens | {"chat_template": chat_template(name)}, indent=2))
+    settings = {
+        "tokenizer_class": model.tokenizer_class,
+        "model_max_length": 131072,
+        "clean_up_tokenization_spaces": False,
+    }
+    (out / "tokenizer_config.json").write_text(
+        json.dumps(settings | model.tokens | {"chat_template": chat_template(name)}, indent=2)
+    )
     return AutoTokenizer.from_pretrained(out)
 
 
@@ -99,7 +169,11 @@ def write_paper_model(name: str, out: Path, seed: int = 0) -> Path:
     tokenizer = write_tokenizer(name, out)
     ids = {key: tokenizer.convert_tokens_to_ids(token) if token else None for key, token in model.tokens.items()}
     config = AutoConfig.for_model(
-        **model.config | REDUCED, vocab_size=len(tokenizer), bos_token_id=ids["bos_token"], eos_token_id=ids["eos_token"], pad_token_id=ids["pad_token"]
+        **model.config | REDUCED,
+        vocab_size=len(tokenizer),
+        bos_token_id=ids["bos_token"],
+        eos_token_id=ids["eos_token"],
+        pad_token_id=ids["pad_token"],
     )
     torch.manual_seed(seed)
     network = AutoModelForCausalLM.from_config(config, dtype=torch.float32)

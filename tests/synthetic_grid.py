@@ -30,10 +30,25 @@ ROOT = Path(__file__).resolve().parents[1]
 STEPS = [0, 10, 20, 30, 40]
 PROBLEMS = 12
 # final in-domain accuracy each configuration climbs towards (its out-of-domain score is lower)
-CEILING = {"none": 0.55, "k1-reward": 0.75, "k1-loss": 0.5, "k2-loss": 0.6, "k3-reward": 0.2, "k3-loss": 0.65,
-           "k1-both": 0.72, "k3-both": 0.74, "k1-reward-prefixis": 0.7}
+CEILING = {
+    "none": 0.55,
+    "k1-reward": 0.75,
+    "k1-loss": 0.5,
+    "k2-loss": 0.6,
+    "k3-reward": 0.2,
+    "k3-loss": 0.65,
+    "k1-both": 0.72,
+    "k3-both": 0.74,
+    "k1-reward-prefixis": 0.7,
+}
 ALL_DIVERGED = {("k3-reward", "on"), ("none", "off")}
-UNBIASED = {"k1-reward": ("on",), "k1-both": ("on",), "k3-both": ("on",), "k1-reward-seqis": ("on", "off"), "k1-reward-prefixis": ("on", "off")}
+UNBIASED = {
+    "k1-reward": ("on",),
+    "k1-both": ("on",),
+    "k3-both": ("on",),
+    "k1-reward-seqis": ("on", "off"),
+    "k1-reward-prefixis": ("on", "off"),
+}
 
 
 def _curve(kl: str, beta: float, seed: int, rng: np.random.Generator) -> list[float]:
@@ -68,12 +83,19 @@ def write_grid(out: Path) -> Path:
             continue  # a configuration with no results at all
         rng = np.random.default_rng([cell.seed, len(cell.kl), int(cell.beta * 10)])
         curve = _curve(cell.kl, cell.beta, cell.seed, rng)
-        diverged = (cell.kl, cell.policy) in ALL_DIVERGED or (cell.kl == "k1-loss" and cell.beta == largest and cell.seed == 1)
+        diverged = (cell.kl, cell.policy) in ALL_DIVERGED or (
+            cell.kl == "k1-loss" and cell.beta == largest and cell.seed == 1
+        )
         if diverged:
             curve = [curve[0], curve[1] * 0.4, 0.02]
         train = settings.parent
-        status = {"status": "diverged" if diverged else "completed", "step": STEPS[len(curve) - 1], "reason": "",
-                  "commit": "aaaa111" if cell.seed == 0 else "bbbb222", "finished": f"2026-12-0{1 + (cell.seed > 0)}T10:00:00+00:00"}
+        status = {
+            "status": "diverged" if diverged else "completed",
+            "step": STEPS[len(curve) - 1],
+            "reason": "",
+            "commit": "aaaa111" if cell.seed == 0 else "bbbb222",
+            "finished": f"2026-12-0{1 + (cell.seed > 0)}T10:00:00+00:00",
+        }
         (train / "status.json").write_text(json.dumps(status))
         (train / "config.yaml").write_text(yaml.safe_dump(cell.train))  # the resolved config the trainer writes
         records = []
@@ -81,9 +103,18 @@ def write_grid(out: Path) -> Path:
             entropy = 1.2 - 0.02 * step * (1.5 if cell.kl == "none" else 1.0) + rng.normal(0, 0.03)
             forward = 0.01 * step * (0.5 if cell.kl in ("k3-loss", "k1-reward") else 1.0) + abs(rng.normal(0, 0.02))
             reverse = 0.012 * step * (0.4 if cell.kl == "k1-reward" else 1.0) + abs(rng.normal(0, 0.02))
-            records.append({"step": step, "periodic_eval/pass@1": float("nan") if (step == 20 and cell.kl == "k3-loss" and cell.seed == 0) else value,
-                            "rollout/accuracy": min(1.0, value + 0.1), "exact/entropy_token": entropy,
-                            "exact/forward_kl_policy_prefixes_seq": forward, "exact/reverse_kl_seq": reverse})
+            records.append(
+                {
+                    "step": step,
+                    "periodic_eval/pass@1": float("nan")
+                    if (step == 20 and cell.kl == "k3-loss" and cell.seed == 0)
+                    else value,
+                    "rollout/accuracy": min(1.0, value + 0.1),
+                    "exact/entropy_token": entropy,
+                    "exact/forward_kl_policy_prefixes_seq": forward,
+                    "exact/reverse_kl_seq": reverse,
+                }
+            )
         (train / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
         if not diverged:
             scores = {task: curve[-1] * (1.0 if task == cell.task else 0.7) for task in cell.eval_tasks}
@@ -93,8 +124,16 @@ def write_grid(out: Path) -> Path:
         _write_eval(root / "base" / model / "eval", {task: 0.3 for task in tasks}, np.random.default_rng(0), None)
     (root / "toy").mkdir(parents=True)
     names = dict.fromkeys(cell.kl for cell in cells.values()) | dict.fromkeys(UNBIASED)
-    rows = [{"config": name, "mode": mode, "rel_bias": 0.0 if mode in UNBIASED.get(name, ()) else (1.0 if name == "none" else 0.4 + 0.1 * i),
-             "rel_std": 0.0 if name == "none" else 0.5 + 0.05 * i} for i, name in enumerate(names) for mode in ("on", "off")]
+    rows = [
+        {
+            "config": name,
+            "mode": mode,
+            "rel_bias": 0.0 if mode in UNBIASED.get(name, ()) else (1.0 if name == "none" else 0.4 + 0.1 * i),
+            "rel_std": 0.0 if name == "none" else 0.5 + 0.05 * i,
+        }
+        for i, name in enumerate(names)
+        for mode in ("on", "off")
+    ]
     pd.DataFrame(rows).to_csv(root / "toy" / "bias.csv", index=False)
     aggregate(list(cells), root / "tables", root=root)
     return root / "tables"

@@ -19,7 +19,12 @@ PROBLEMS = [f"arith-test-{i:05d}" for i in range(6)]
 K1R_S0 = {"arith": [1.0, 0.75, 0.5, 1.0, 0.25, 1.0], "arith-long": [0.5, 0.5, 0.0, 0.25, 0.0, 0.5]}
 K1R_S1 = {"arith": [0.75, 0.75, 0.5, 1.0, 0.5, 0.75], "arith-long": [0.25, 0.5, 0.25, 0.25, 0.0, 0.25]}
 BASE = {"arith": [0.5, 0.5, 0.25, 0.75, 0.0, 0.5], "arith-long": [0.25, 0.25, 0.0, 0.0, 0.0, 0.25]}
-CELLS = ["tiny__k1-reward__b0.1__on__s0", "tiny__k1-reward__b0.1__on__s1", "tiny__k3-reward__b0.1__on__s0", "tiny__k1-loss__b0.1__on__s0"]
+CELLS = [
+    "tiny__k1-reward__b0.1__on__s0",
+    "tiny__k1-reward__b0.1__on__s1",
+    "tiny__k3-reward__b0.1__on__s0",
+    "tiny__k1-loss__b0.1__on__s0",
+]
 
 
 def _write_eval(folder: Path, per_task: dict, train_status: dict | None) -> None:
@@ -36,8 +41,15 @@ def _write_cell(root: Path, cell: str, status: str, curve: list[float], per_task
     tags = parse_cell_id(cell)
     train = write_cell_settings(root, cell, kl=tags["kl"], beta=tags["beta"], seed=tags["seed"]).parent
     (train / "status.json").write_text(json.dumps({"status": status, "step": 10 * (len(curve) - 1), "reason": ""}))
-    records = [{"step": 10 * i, "periodic_eval/pass@1": value, "rollout/accuracy": value, "exact/entropy_token": float("nan") if value < 0.1 else 0.5}
-               for i, value in enumerate(curve)]
+    records = [
+        {
+            "step": 10 * i,
+            "periodic_eval/pass@1": value,
+            "rollout/accuracy": value,
+            "exact/entropy_token": float("nan") if value < 0.1 else 0.5,
+        }
+        for i, value in enumerate(curve)
+    ]
     (train / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     if per_task is not None:
         _write_eval(root / "cells" / cell / "eval", per_task, {"status": status})
@@ -51,12 +63,18 @@ def synthetic(tmp_path_factory) -> Path:
     _write_cell(root, CELLS[1], "completed", [0.4, 0.55, 0.65, 0.7], K1R_S1)
     _write_cell(root, CELLS[2], "diverged", [0.4, 0.2, 0.05], None)
     (root / "cells" / CELLS[2] / "eval").mkdir()
-    (root / "cells" / CELLS[2] / "eval" / "results.json").write_text(json.dumps({"tasks": {}, "skipped": "non-finite weights"}))
+    (root / "cells" / CELLS[2] / "eval" / "results.json").write_text(
+        json.dumps({"tasks": {}, "skipped": "non-finite weights"})
+    )
     write_cell_settings(root, CELLS[3], kl="k1-loss", beta=0.1, seed=0)  # the workflow writes it before training
     _write_eval(root / "base" / "tiny" / "eval", BASE, None)
     (root / "toy").mkdir()
     pd.DataFrame(
-        [{"config": c, "mode": m, "rel_bias": b, "rel_std": 1.0} for c, b in (("k1-reward", 0.0), ("k3-reward", 0.8), ("k1-loss", 1.0)) for m in ("on", "off")]
+        [
+            {"config": c, "mode": m, "rel_bias": b, "rel_std": 1.0}
+            for c, b in (("k1-reward", 0.0), ("k3-reward", 0.8), ("k1-loss", 1.0))
+            for m in ("on", "off")
+        ]
     ).to_csv(root / "toy" / "bias.csv", index=False)
     aggregate(CELLS, root / "tables", root=root)
     return root

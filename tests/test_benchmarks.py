@@ -17,7 +17,9 @@ VERDICT = r"verdict: sampling ≥ 2× model.generate at batch 16: (\d+\.\d\d)×:
 def test_the_sampling_benchmark_prints_and_files_its_verdict(tmp_path):
     verdicts = tmp_path / "verdicts.txt"
     command = [sys.executable, "benchmarks/sampling.py", "--batches", "16", "--new-tokens", "2", "--reps", "1"]
-    out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=os.environ | {"KLRL_BENCH_VERDICTS": str(verdicts)})
+    out = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, env=os.environ | {"KLRL_BENCH_VERDICTS": str(verdicts)}
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     printed = re.search(VERDICT, out.stdout)
     speedup, met = float(printed[1]), printed[2]

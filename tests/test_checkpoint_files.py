@@ -54,7 +54,13 @@ def _crafted_index(path):
     (path / ".metadata").write_bytes(pickle.dumps(_Payload()))
 
 
-@pytest.mark.parametrize("craft, refused", [(_crafted_plain, r"state\.pt: refused, it would run code on load"), (_crafted_index, r"\.metadata: refused, it would run code on load \(GLOBAL posix\.system\)")])
+@pytest.mark.parametrize(
+    "craft, refused",
+    [
+        (_crafted_plain, r"state\.pt: refused, it would run code on load"),
+        (_crafted_index, r"\.metadata: refused, it would run code on load \(GLOBAL posix\.system\)"),
+    ],
+)
 def test_a_crafted_checkpoint_is_refused_without_running_it(tmp_path, monkeypatch, cell_config, craft, refused):
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "train"
@@ -65,7 +71,9 @@ def test_a_crafted_checkpoint_is_refused_without_running_it(tmp_path, monkeypatc
     assert klrl(["train", "--config", str(cell_config), "--out", str(out)]) == 2
     assert not (tmp_path / "PWNED").exists()
     target = newest_checkpoint(out) / ("state.pt" if craft is _crafted_plain else ".metadata")
-    pickle.loads(target.read_bytes()) if craft is _crafted_index else torch.load(target, weights_only=False)  # the unguarded way runs it
+    pickle.loads(target.read_bytes()) if craft is _crafted_index else torch.load(
+        target, weights_only=False
+    )  # the unguarded way runs it
     assert (tmp_path / "PWNED").exists()
 
 
@@ -75,7 +83,9 @@ def test_a_checkpoint_with_pickled_objects_is_refused(tmp_path):
     save_checkpoint(tmp_path, _state(2))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # DCP's notes on overwriting in a single process
-        dcp.save({"policy": {"w": torch.zeros(2)}, "extra": {"object": [1, 2]}}, checkpoint_id=newest_checkpoint(tmp_path))
+        dcp.save(
+            {"policy": {"w": torch.zeros(2)}, "extra": {"object": [1, 2]}}, checkpoint_id=newest_checkpoint(tmp_path)
+        )
     with pytest.raises(UnsafeCheckpoint, match=r"'extra\.object' is a pickled object, not a tensor"):
         load_checkpoint(tmp_path, _layout)
 
@@ -83,7 +93,10 @@ def test_a_checkpoint_with_pickled_objects_is_refused(tmp_path):
 def test_a_corrupt_newest_checkpoint_is_skipped_for_the_previous_one(tmp_path):
     for step in (2, 4, 6):
         save_checkpoint(tmp_path, _state(step))
-    assert [path.name for path in checkpoint_folders(tmp_path)] == ["step-00000006", "step-00000004"]  # the last two kept
+    assert [path.name for path in checkpoint_folders(tmp_path)] == [
+        "step-00000006",
+        "step-00000004",
+    ]  # the last two kept
     os.truncate(newest_checkpoint(tmp_path) / "__0_0.distcp", 10)
     with pytest.warns(UserWarning, match=r"step-00000006: .*; skipped"):
         state = load_checkpoint(tmp_path, _layout)
@@ -101,7 +114,10 @@ def test_a_corrupt_newest_checkpoint_is_skipped_for_the_previous_one(tmp_path):
 
 def test_an_old_single_file_checkpoint_is_refused_with_what_to_do(tmp_path, cell_config, capsys):
     torch.save({"step": 2}, tmp_path / "checkpoint.pt")
-    with pytest.raises(ValueError, match=r"checkpoint\.pt: a single-file checkpoint of an earlier klrl, .*delete checkpoint\.pt, checkpoint\.prev\.pt"):
+    with pytest.raises(
+        ValueError,
+        match=r"checkpoint\.pt: a single-file checkpoint of an earlier klrl, .*delete checkpoint\.pt, checkpoint\.prev\.pt",
+    ):
         load_checkpoint(tmp_path, _layout)
     assert klrl(["train", "--config", str(cell_config), "--out", str(tmp_path)]) == 2
     assert "single-file checkpoint of an earlier klrl" in capsys.readouterr().err

@@ -13,13 +13,20 @@ def _naive_k3(delta):
 
 
 K4 = Estimator(
-    "k4", "K4_t = exp(−δ_t) − 1 + δ_t", _naive_k3, unbiased_value=True,
+    "k4",
+    "K4_t = exp(−δ_t) − 1 + δ_t",
+    _naive_k3,
+    unbiased_value=True,
     on_policy={placement: estimators.ESTIMATORS["k3"].on_policy[placement] for placement in ("reward", "loss", "both")},
 )
 
 
 def test_an_incomplete_or_clashing_entry_is_a_named_error(monkeypatch):
-    monkeypatch.setitem(estimators.ESTIMATORS, "k5", Estimator("k5", "K5", _naive_k3, False, on_policy={"reward": K4.on_policy["reward"]}))
+    monkeypatch.setitem(
+        estimators.ESTIMATORS,
+        "k5",
+        Estimator("k5", "K5", _naive_k3, False, on_policy={"reward": K4.on_policy["reward"]}),
+    )
     with pytest.raises(RegistryError, match="estimator 'k5' has no on-policy claim for placement 'loss'"):
         check_registry()
     monkeypatch.delitem(estimators.ESTIMATORS, "k5")
@@ -32,5 +39,8 @@ def test_an_incomplete_or_clashing_entry_is_a_named_error(monkeypatch):
         check_registry()
     monkeypatch.setitem(estimators.STANDARD_CONFIGS, "k5-loss", "#123456")
     monkeypatch.setitem(estimators.STANDARD_CONFIGS, "k2-reward-seqis", "#654321")
-    with pytest.raises(RegistryError, match="standard configuration 'k2-reward-seqis' is not a valid KLConfig .*needs placement 'reward' and estimator 'k1'"):
+    with pytest.raises(
+        RegistryError,
+        match="standard configuration 'k2-reward-seqis' is not a valid KLConfig .*needs placement 'reward' and estimator 'k1'",
+    ):
         check_standard_configs()

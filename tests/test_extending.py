@@ -44,7 +44,10 @@ def _naive_k3(delta):
 
 # K3 by its textbook formula, under another name: its claims are K3's, so the exact toy check applies
 K4 = Estimator(
-    "k4", "K4_t = exp(−δ_t) − 1 + δ_t", _naive_k3, unbiased_value=True,
+    "k4",
+    "K4_t = exp(−δ_t) − 1 + δ_t",
+    _naive_k3,
+    unbiased_value=True,
     on_policy={
         "reward": GradientClaim(estimators.OTHER, "β E[(Σ_t K4_t) ∇log πθ(y)]"),
         "loss": GradientClaim(TOKEN_FORWARD_KL, "β E[Σ_t (1 − ρ_t) ∇log πθ(y_t)] = β Σ_t ∇KL(πref‖πθ) per prefix"),
@@ -82,7 +85,9 @@ def test_a_new_estimator_is_a_configuration_the_loss_describe_and_the_figures_kn
 def test_a_new_estimators_claim_is_checked_exactly_on_the_toy_policy(with_k4):
     problem = make_problem(vocab=3, horizon=3, seed=0)
     config = KLConfig.from_name("k4-loss", beta=1.0)
-    assert torch.allclose(expected_gradient(problem, config, "on"), token_kl_gradient(problem, "on", "forward"), atol=1e-10)
+    assert torch.allclose(
+        expected_gradient(problem, config, "on"), token_kl_gradient(problem, "on", "forward"), atol=1e-10
+    )
 
 
 def test_the_workflow_refuses_a_schema_without_the_new_configuration_then_runs_its_cells(with_k4, tmp_path):
@@ -100,10 +105,26 @@ def test_the_workflow_refuses_a_schema_without_the_new_configuration_then_runs_i
 
 def _doubles(name: str, split: str, seed: int, size: int | None, source: str) -> list[dict]:
     offset = 0 if split == "train" else 100
-    return [{"id": f"{name}-{split}-{i:05d}", "problem": f"Double {offset + i}.", "answer": str(2 * (offset + i)), "meta": {}} for i in range(size)]
+    return [
+        {
+            "id": f"{name}-{split}-{i:05d}",
+            "problem": f"Double {offset + i}.",
+            "answer": str(2 * (offset + i)),
+            "meta": {},
+        }
+        for i in range(size)
+    ]
 
 
-DOUBLE = Task("double", "arithmetic", ("train", "test"), " Answer in \\boxed{}.", "generated", "in-domain (dummy): a number doubled", _doubles)
+DOUBLE = Task(
+    "double",
+    "arithmetic",
+    ("train", "test"),
+    " Answer in \\boxed{}.",
+    "generated",
+    "in-domain (dummy): a number doubled",
+    _doubles,
+)
 
 
 @pytest.fixture
@@ -116,20 +137,30 @@ def test_a_new_task_is_prepared_and_evaluated_through_lm_eval(with_double, tiny_
     data = tmp_path / "data"
     prepare("double", data / "double", sizes={"train": 8, "test": 3})
     rows = read_split(data / "double" / "test.jsonl")
-    assert [row["prompt"] for row in rows] == ["Double 100. Answer in \\boxed{}.", "Double 101. Answer in \\boxed{}.", "Double 102. Answer in \\boxed{}."]
+    assert [row["prompt"] for row in rows] == [
+        "Double 100. Answer in \\boxed{}.",
+        "Double 101. Answer in \\boxed{}.",
+        "Double 102. Answer in \\boxed{}.",
+    ]
     results, _ = evaluate(str(tiny_base), ["double"], data, Decoding(samples=1, greedy=True, max_new_tokens=4))
     assert [sample["doc"]["id"] for sample in results["samples"]["klrl_double"]] == [row["id"] for row in rows]
     assert 0.0 <= results["results"]["klrl_double"]["pass@1,all-samples"] <= 1.0
 
 
 def test_the_workflow_refuses_a_schema_without_the_new_task_then_trains_on_it(with_double, tmp_path):
-    assert registry_problem(yaml.safe_load(SCHEMA.read_text()), SCHEMA).startswith(f"{SCHEMA}: $defs.task.enum lacks 'double' of klrl.tasks.TASKS")
+    assert registry_problem(yaml.safe_load(SCHEMA.read_text()), SCHEMA).startswith(
+        f"{SCHEMA}: $defs.task.enum lacks 'double' of klrl.tasks.TASKS"
+    )
     config = load_config("test")
     config["groups"][0] |= {"task": "double", "eval_tasks": ["double", "arith"]}
     config["data"]["double"] = {"train_size": 8, "test_size": 3}
     check_config(config, "config/test.yaml", _amended_schema(tmp_path, "task", "double"))
     cell = expand_grid(config)["tiny__k1-reward__b0.1__on__s0"]
-    assert (cell.train["task"], cell.train["reward"], cell.train["train_data"]) == ("double", "arithmetic", "results/ci-test/data/double/train.jsonl")
+    assert (cell.train["task"], cell.train["reward"], cell.train["train_data"]) == (
+        "double",
+        "arithmetic",
+        "results/ci-test/data/double/train.jsonl",
+    )
 
 
 # ----------------------------------------------------------------------------------- model
@@ -143,12 +174,16 @@ def test_a_model_declared_in_a_config_gets_its_cells_and_no_build_job(tiny_base,
         group["models"] = ["my-model"]
     (folder / "config" / "mine.yaml").write_text(yaml.safe_dump(config))
     cells = expand_grid(config)
-    assert {(cell.train["model"], cell.train["base_model"], tuple(cell.train["stop_tokens"])) for cell in cells.values()} == {("my-model", str(tiny_base), ("z",))}
+    assert {
+        (cell.train["model"], cell.train["base_model"], tuple(cell.train["stop_tokens"])) for cell in cells.values()
+    } == {("my-model", str(tiny_base), ("z",))}
     result = snakemake(folder, "-n", "-p", "--configfile", "config/mine.yaml")
     assert result.returncode == 0, result.stderr[-3000:]
     counts = job_counts(result.stdout)
     assert "build_base" not in counts and counts["train"] == len(cells)
-    assert f"--model {tiny_base} " in " ".join(result.stdout.split()) and "--stop-tokens z" in result.stdout  # evaluate_base
+    assert (
+        f"--model {tiny_base} " in " ".join(result.stdout.split()) and "--stop-tokens z" in result.stdout
+    )  # evaluate_base
 
 
 # ---------------------------------------------------------------------------------- figure
@@ -174,8 +209,19 @@ def test_a_new_figure_script_is_a_figure_job_and_draws_from_the_tables(tmp_path)
     assert job_counts(result.stdout)["figure"] == len(FIGURES) + 1
     assert "results/ci-test/figures/dummy_scores.png" in result.stdout
     tables = write_grid(tmp_path / "grid")
-    drawn = subprocess.run([sys.executable, str(folder / "paper_figures" / "dummy_scores.py"), "--tables", str(tables), "--out", str(tmp_path / "out")],
-                           capture_output=True, text=True, check=False)
+    drawn = subprocess.run(
+        [
+            sys.executable,
+            str(folder / "paper_figures" / "dummy_scores.py"),
+            "--tables",
+            str(tables),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert drawn.returncode == 0, drawn.stderr[-3000:]
     assert (tmp_path / "out" / "dummy_scores.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -185,4 +231,7 @@ def test_a_figure_script_without_a_docstring_stops_the_workflow_naming_it(tmp_pa
     (folder / "paper_figures" / "dummy_scores.py").write_text(DUMMY_FIGURE.split('"""', 2)[2])
     result = snakemake(folder, "-n", "--configfile", "config/test.yaml")
     assert result.returncode != 0
-    assert "paper_figures/dummy_scores.py: no docstring; a figure script's docstring is its caption" in result.stdout + result.stderr
+    assert (
+        "paper_figures/dummy_scores.py: no docstring; a figure script's docstring is its caption"
+        in result.stdout + result.stderr
+    )

@@ -41,7 +41,13 @@ class Crash(BaseException):
 
 
 def _settings(tiny_base, arith_data, **overrides) -> dict:
-    return tiny_settings(tiny_base, arith_data, "k3-loss", 0.1, **({"steps": 8, "eval_every": 4, "checkpoint_every": 2, "async_lag": 1, "threads": 1} | overrides))
+    return tiny_settings(
+        tiny_base,
+        arith_data,
+        "k3-loss",
+        0.1,
+        **({"steps": 8, "eval_every": 4, "checkpoint_every": 2, "async_lag": 1, "threads": 1} | overrides),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -189,7 +195,9 @@ def test_a_held_lock_names_its_holder_and_a_dead_ones_is_taken_over(tmp_path):
         assert json.loads(lock.read_text())["pid"] == os.getpid()
     assert not lock.exists()
     lock.write_text(json.dumps({"pid": 1, "host": "elsewhere", "since": "earlier"}))
-    with pytest.raises(FolderLocked, match="host elsewhere \\(not checkable from here; delete .*train.lock once it is gone\\)"):
+    with pytest.raises(
+        FolderLocked, match="host elsewhere \\(not checkable from here; delete .*train.lock once it is gone\\)"
+    ):
         with hold_lock(lock, "cell x"):
             pass
 
@@ -233,8 +241,23 @@ def test_kill_9_at_random_points_of_train_and_a_second_trainer(cell_config, whol
 
 
 def _evaluation(model, data, out):
-    return ["evaluate", "--model", str(model), "--tasks", "arith", "--data-dir", str(data), "--out", str(out),
-            "--samples", "2", "--max-new-tokens", "6", "--threads", "1"]
+    return [
+        "evaluate",
+        "--model",
+        str(model),
+        "--tasks",
+        "arith",
+        "--data-dir",
+        str(data),
+        "--out",
+        str(out),
+        "--samples",
+        "2",
+        "--max-new-tokens",
+        "6",
+        "--threads",
+        "1",
+    ]
 
 
 @SLOW
@@ -244,8 +267,11 @@ def test_kill_9_during_evaluate_then_a_rerun_equals_an_uninterrupted_one(whole, 
     out = tmp_path / "cut" / "results.json"
     rng = random.Random(21)
     for _ in range(EVAL_KILLS):
-        process = subprocess.Popen([sys.executable, "-m", "klrl", *_evaluation(model, data, out)],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "klrl", *_evaluation(model, data, out)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         wait_for(lambda: lock_holder(out.with_name("results.json.lock")) == process.pid, process)
         time.sleep(rng.uniform(0.0, 1.0))  # importing lm-eval, loading the model or generating
         process.send_signal(signal.SIGKILL)
@@ -253,7 +279,9 @@ def test_kill_9_during_evaluate_then_a_rerun_equals_an_uninterrupted_one(whole, 
     assert klrl(_evaluation(model, data, out)) == 0
     ours, theirs = json.loads(out.read_text()), json.loads((tmp_path / "whole" / "results.json").read_text())
     assert ours["tasks"] == theirs["tasks"]
-    assert (out.parent / "samples" / "arith.jsonl").read_text() == (tmp_path / "whole" / "samples" / "arith.jsonl").read_text()
+    assert (out.parent / "samples" / "arith.jsonl").read_text() == (
+        tmp_path / "whole" / "samples" / "arith.jsonl"
+    ).read_text()
 
 
 # --- the README's numbers
@@ -264,9 +292,25 @@ SECOND_WRITERS = TRAIN_KILLS  # one refused second trainer per round
 
 
 def suite_counts() -> dict[str, int]:
-    faults = len(FILE_FAULTS) + CORRUPT_CHECKPOINTS + len(BAD_STATUSES) + DEAD_LOCKS + KILLED_GRADERS + TRAIN_KILLS + SECOND_WRITERS + EVAL_KILLS
+    faults = (
+        len(FILE_FAULTS)
+        + CORRUPT_CHECKPOINTS
+        + len(BAD_STATUSES)
+        + DEAD_LOCKS
+        + KILLED_GRADERS
+        + TRAIN_KILLS
+        + SECOND_WRITERS
+        + EVAL_KILLS
+    )
     faults += GRID_KILLS + ORPHANS_REFUSED
-    hostile = len(HOSTILE_ROWS) + EDITED_DATA + len(HOSTILE_COMPLETIONS) + len(DEADLINE_TOWERS) + len(USER_MISTAKES) + CRAFTED_FILES
+    hostile = (
+        len(HOSTILE_ROWS)
+        + EDITED_DATA
+        + len(HOSTILE_COMPLETIONS)
+        + len(DEADLINE_TOWERS)
+        + len(USER_MISTAKES)
+        + CRAFTED_FILES
+    )
     return {"faults": faults, "hostile": hostile}
 
 

@@ -62,7 +62,10 @@ def test_legend_says_when_every_seed_or_some_seeds_diverged(tables):
     selection = [("k3-reward", 0.1, "on"), ("k1-loss", 1.0, "on"), ("k2-loss", 1.0, "on"), ("k1-reward", 0.1, "on")]
     handles = style.plot_curves(ax, curves, "eval_pass@1", selection, style.beta_styles(curves["beta"]))
     assert [h.get_label() for h in handles] == [
-        "k3-reward, β = 0.1 (all seeds diverged)", "k1-loss, β = 1 (1 of 2 seeds diverged)", "k2-loss, β = 1 (missing)", "k1-reward, β = 0.1",
+        "k3-reward, β = 0.1 (all seeds diverged)",
+        "k1-loss, β = 1 (1 of 2 seeds diverged)",
+        "k2-loss, β = 1 (missing)",
+        "k1-reward, β = 0.1",
     ]
     style.plt.close(figure)
 

@@ -10,7 +10,9 @@ from pathlib import Path
 from klrl.rewards import math_reward
 from klrl.verify_worker import WORKERS, grading_counts
 
-KILLED_GRADERS = 3  # the template and every worker at once; workers under their items, the template stopped; past the deadline
+KILLED_GRADERS = (
+    3  # the template and every worker at once; workers under their items, the template stopped; past the deadline
+)
 
 
 def _children(pid: int) -> list[int]:
@@ -26,10 +28,10 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-
 def _grading_templates() -> list[int]:
     """The pids of this process's math-verify template processes (klrl.verify_worker)."""
     return [pid for pid in _children(os.getpid()) if b"klrl.verify_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+
 
 def test_killed_grading_processes_are_replaced():
     assert math_reward([r"\boxed{\sqrt{20}}"], [r"2\sqrt{5}"]) == [1.0]  # starts the template and its workers
@@ -68,7 +70,9 @@ def _grade_past_a_stopped_template(prime: int, kills: int, stall: float, **limit
     resumer.start()
     try:
         ks = range(2, 2 + WORKERS)
-        return math_reward([rf"\boxed{{\sqrt{{{prime * k * k}}}}}" for k in ks], [rf"{k}\sqrt{{{prime}}}" for k in ks], **limits)
+        return math_reward(
+            [rf"\boxed{{\sqrt{{{prime * k * k}}}}}" for k in ks], [rf"{k}\sqrt{{{prime}}}" for k in ks], **limits
+        )
     finally:
         resumer.join()
 
@@ -77,7 +81,9 @@ def test_an_answer_that_comes_while_a_dead_worker_is_replaced_counts():
     """One grading worker answers while the service waits on the template for a replacement of
     another, which died under its item: the answer counts, though its item's timeout has passed
     by the time the service looks (it used to be zeroed, which flaked under load)."""
-    assert _grade_past_a_stopped_template(7, WORKERS - 1, stall=1.2, timeout=1.0) == [1.0] * WORKERS  # past the 1 s timeout
+    assert (
+        _grade_past_a_stopped_template(7, WORKERS - 1, stall=1.2, timeout=1.0) == [1.0] * WORKERS
+    )  # past the 1 s timeout
     assert grading_counts()["grading/timeouts"] == 0
 
 

@@ -68,7 +68,10 @@ def _base_values(**extra) -> dict:
         ({"steps": 2.5}, r"train config.steps: 2.5 is a float; it must be an integer"),
         ({"steps": "three"}, r"train config.steps: 'three' is a str; it must be an integer"),
         ({"steps": True}, r"train config.steps: True is a bool; it must be an integer"),
-        ({"micro_batch_size": "None"}, r"train config.micro_batch_size: 'None' is a str; it must be an integer or null"),
+        (
+            {"micro_batch_size": "None"},
+            r"train config.micro_batch_size: 'None' is a str; it must be an integer or null",
+        ),
         ({"kl": {"name": "none", "beta": 0.5}}, r"kl 'none'\) would be ignored"),
         ({"kl": {"name": "k1-reward", "beta": 0.1, "value_clamp": 0}}, r"KLConfig.value_clamp: 0.0 must be > 0"),
         ({"kl": {"name": "k1-reward", "beta": 0.1, "clamp": 1}}, r"unknown key 'clamp'"),
@@ -108,7 +111,9 @@ def test_the_train_verb_names_a_bad_setting_in_one_line(tmp_path):
     path.write_text(json.dumps(_base_values(steps="three")))
     result = subprocess.run(
         [sys.executable, "-m", "klrl", "train", "--config", str(path), "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode != 0
     assert "train config.steps: 'three' is a str; it must be an integer" in result.stderr

@@ -94,7 +94,9 @@ def _rerun_beside_the_orphan_then_after_it(folder, args, orphan_cell, orphan):
     finished = [(orphan_folder / name).stat().st_mtime_ns for name in ("metrics.jsonl", "final/model.safetensors")]
     fourth = snakemake(folder, *args)
     assert fourth.returncode == 0, fourth.stderr[-3000:]
-    assert [(orphan_folder / name).stat().st_mtime_ns for name in ("metrics.jsonl", "final/model.safetensors")] == finished
+    assert [
+        (orphan_folder / name).stat().st_mtime_ns for name in ("metrics.jsonl", "final/model.safetensors")
+    ] == finished
 
 
 @pytest.mark.slow
@@ -102,7 +104,9 @@ def test_kill_9_of_the_grid_and_of_snakemake_alone_then_reruns_equal_an_uninterr
     (tmp_path / "workflow").mkdir()
     folder = copy_workflow(tmp_path / "workflow")
     _write_config(folder)
-    targets = [f"{OUT}/cells/{cell}/train/status.json" for cell in CELLS]  # training only: no evaluation, tables or figures
+    targets = [
+        f"{OUT}/cells/{cell}/train/status.json" for cell in CELLS
+    ]  # training only: no evaluation, tables or figures
     args = ("--profile", "profiles/local", "--cores", "1", "--configfile", CONFIG, "--", *targets)
     log = folder / "snakemake.log"
 
@@ -116,8 +120,9 @@ def test_kill_9_of_the_grid_and_of_snakemake_alone_then_reruns_equal_an_uninterr
     # 2. the same command again, no --unlock (the dead Snakemake's locks are released: klrl.snakemake_locks);
     # this time only Snakemake is killed: its trainer, stopped, is an orphan
     second = start_snakemake(folder, *args, log=log)
-    orphan_cell, orphan = _stop_mid_training(folder, second, at_least=line_count(
-        folder / OUT / "cells" / killed_cell / "train" / "metrics.jsonl") + 2)
+    orphan_cell, orphan = _stop_mid_training(
+        folder, second, at_least=line_count(folder / OUT / "cells" / killed_cell / "train" / "metrics.jsonl") + 2
+    )
     second.send_signal(signal.SIGKILL)
     assert second.wait() == -signal.SIGKILL and _alive(orphan)
 

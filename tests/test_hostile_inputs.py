@@ -28,13 +28,41 @@ def _row(**fields):
 
 
 HOSTILE_ROWS = {
-    "non-UTF-8 byte": (json.dumps(_row()).encode().replace(b"1+1", b"1\xff1", 1), "arithmetic", r":3: not UTF-8 \(byte 0xff at column \d+\)"),
-    "10 MB prompt": (json.dumps(_row(prompt="7" * 10_000_000)).encode(), "arithmetic", r":3: prompt of 312500\+ tokens, over max_prompt_tokens=2048"),
-    "prompt over the token limit": (json.dumps(_row(prompt="a b " * 1500)).encode(), "arithmetic", r":3: prompt of 3000\+ tokens"),
-    "answer 'twelve' (arithmetic)": (json.dumps(_row(answer="twelve")).encode(), "arithmetic", r":3: answer 'twelve' is not an integer"),
-    "answer not JSON (countdown)": (json.dumps(_row(answer="3 5 8 -> 64")).encode(), "countdown", r":3: answer '3 5 8 -> 64' is not JSON"),
-    "countdown without numbers": (json.dumps(_row(answer='{"target": 6}')).encode(), "countdown", r":3: answer .* is not a JSON object"),
-    "1 MB answer": (json.dumps(_row(answer="1" * 1_000_000)).encode(), "math", r":3: answer of 1000000 characters, over max_answer_chars=1000"),
+    "non-UTF-8 byte": (
+        json.dumps(_row()).encode().replace(b"1+1", b"1\xff1", 1),
+        "arithmetic",
+        r":3: not UTF-8 \(byte 0xff at column \d+\)",
+    ),
+    "10 MB prompt": (
+        json.dumps(_row(prompt="7" * 10_000_000)).encode(),
+        "arithmetic",
+        r":3: prompt of 312500\+ tokens, over max_prompt_tokens=2048",
+    ),
+    "prompt over the token limit": (
+        json.dumps(_row(prompt="a b " * 1500)).encode(),
+        "arithmetic",
+        r":3: prompt of 3000\+ tokens",
+    ),
+    "answer 'twelve' (arithmetic)": (
+        json.dumps(_row(answer="twelve")).encode(),
+        "arithmetic",
+        r":3: answer 'twelve' is not an integer",
+    ),
+    "answer not JSON (countdown)": (
+        json.dumps(_row(answer="3 5 8 -> 64")).encode(),
+        "countdown",
+        r":3: answer '3 5 8 -> 64' is not JSON",
+    ),
+    "countdown without numbers": (
+        json.dumps(_row(answer='{"target": 6}')).encode(),
+        "countdown",
+        r":3: answer .* is not a JSON object",
+    ),
+    "1 MB answer": (
+        json.dumps(_row(answer="1" * 1_000_000)).encode(),
+        "math",
+        r":3: answer of 1000000 characters, over max_answer_chars=1000",
+    ),
     "empty math answer": (json.dumps(_row(answer=" ")).encode(), "math", r":3: answer ' ' is not a non-empty answer"),
 }
 
@@ -54,13 +82,25 @@ def test_data_edited_after_prepare_is_refused_by_train_and_evaluate(tiny_base, t
     test = data / "arith" / "test.jsonl"
     rows = test.read_text().splitlines()
     test.write_text("\n".join(rows[1:] + rows[:1]) + "\n")  # every row still valid, the order changed
-    with pytest.raises(ValueError, match=r"test\.jsonl: changed since prepare-data \(sha256 [0-9a-f]{12}…, the manifest says"):
+    with pytest.raises(
+        ValueError, match=r"test\.jsonl: changed since prepare-data \(sha256 [0-9a-f]{12}…, the manifest says"
+    ):
         read_split(test)
     config = tmp_path / "cell.yaml"
     settings = tiny_settings(tiny_base, data / "arith", steps=1, prompts_per_step=2, group_size=2)
     config.write_text(yaml.safe_dump(settings))
     assert klrl(["train", "--config", str(config), "--out", str(tmp_path / "train")]) == 2
-    evaluate = ["evaluate", "--model", str(tiny_base), "--tasks", "arith", "--data-dir", str(data), "--out", str(tmp_path / "eval" / "results.json")]
+    evaluate = [
+        "evaluate",
+        "--model",
+        str(tiny_base),
+        "--tasks",
+        "arith",
+        "--data-dir",
+        str(data),
+        "--out",
+        str(tmp_path / "eval" / "results.json"),
+    ]
     assert klrl(evaluate) == 2
     assert not (tmp_path / "eval" / "results.json").exists()
 
@@ -75,7 +115,9 @@ def test_hostile_completions_score_zero_and_the_rest_are_graded(monkeypatch):
     monkeypatch.setattr(verify_worker, "WORKERS", 2)
     verify_worker.grading_counts()
     honest = [r"\boxed{2\sqrt{2}}", r"\boxed{\sqrt{27}}"]
-    rewards = math_reward(HOSTILE_COMPLETIONS + honest, ["81"] * len(HOSTILE_COMPLETIONS) + [r"\sqrt{8}", r"3\sqrt{3}"], timeout=0.5)
+    rewards = math_reward(
+        HOSTILE_COMPLETIONS + honest, ["81"] * len(HOSTILE_COMPLETIONS) + [r"\sqrt{8}", r"3\sqrt{3}"], timeout=0.5
+    )
     assert rewards == [0.0] * len(HOSTILE_COMPLETIONS) + [1.0, 1.0]
     first = verify_worker.grading_counts()
     assert first["grading/timeouts"] >= 6 and first["grading/deadline_zeroed"] == 0
@@ -92,23 +134,42 @@ DEADLINE_TOWERS = [TOWER % n for n in range(100, 110)]
 def test_a_batch_past_its_deadline_scores_the_rest_zero_and_counts_them(monkeypatch):
     monkeypatch.setattr(verify_worker, "WORKERS", 2)
     verify_worker.grading_counts()
-    rewards = math_reward(DEADLINE_TOWERS + [r"\boxed{\sqrt{75}}"], ["81"] * 10 + [r"5\sqrt{3}"], timeout=0.5, deadline=1.2)
+    rewards = math_reward(
+        DEADLINE_TOWERS + [r"\boxed{\sqrt{75}}"], ["81"] * 10 + [r"5\sqrt{3}"], timeout=0.5, deadline=1.2
+    )
     counts = verify_worker.grading_counts()
     assert rewards == [0.0] * 11  # the honest last item was not reached either: zeroed, and counted
     assert counts["grading/timeouts"] + counts["grading/deadline_zeroed"] == 11
     assert counts["grading/deadline_zeroed"] >= 5  # at most 2 workers × 3 items started in 1.2 s
-    assert math_reward([r"\boxed{\sqrt{75}}"], [r"5\sqrt{3}"], timeout=5.0) == [1.0]  # not cached as 0: graded next time
+    assert math_reward([r"\boxed{\sqrt{75}}"], [r"5\sqrt{3}"], timeout=5.0) == [
+        1.0
+    ]  # not cached as 0: graded next time
 
 
 # --- user mistakes: one line each, the traceback only with --debug
 
 USER_MISTAKES = {
-    "missing config file": (["train", "--config", "nowhere.yaml", "--out", "x"], "klrl train: error: [Errno 2] No such file or directory: 'nowhere.yaml'"),
-    "YAML syntax error": (["train", "--config", "bad.yaml", "--out", "x"], "klrl train: error: bad.yaml:3:1: not valid YAML"),
-    "YAML syntax error in a workflow config": (["cells", "--config", "bad.yaml"], "klrl cells: error: bad.yaml:3:1: not valid YAML"),
-    "unknown train key": (["train", "--config", "typo.yaml", "--out", "x"], "klrl train: error: train config: unknown key 'bta'"),
+    "missing config file": (
+        ["train", "--config", "nowhere.yaml", "--out", "x"],
+        "klrl train: error: [Errno 2] No such file or directory: 'nowhere.yaml'",
+    ),
+    "YAML syntax error": (
+        ["train", "--config", "bad.yaml", "--out", "x"],
+        "klrl train: error: bad.yaml:3:1: not valid YAML",
+    ),
+    "YAML syntax error in a workflow config": (
+        ["cells", "--config", "bad.yaml"],
+        "klrl cells: error: bad.yaml:3:1: not valid YAML",
+    ),
+    "unknown train key": (
+        ["train", "--config", "typo.yaml", "--out", "x"],
+        "klrl train: error: train config: unknown key 'bta'",
+    ),
     "unknown KL name": (["describe", "k4-reward"], "klrl describe: error: unknown KL configuration 'k4-reward'"),
-    "bogus tracking URI": (["track-grid", "--experiment", "e", "--uri", "sqlte:/x.db", "--out", "r.json"], "klrl track-grid: error: tracking.uri 'sqlte:/x.db'"),
+    "bogus tracking URI": (
+        ["track-grid", "--experiment", "e", "--uri", "sqlte:/x.db", "--out", "r.json"],
+        "klrl track-grid: error: tracking.uri 'sqlte:/x.db'",
+    ),
 }
 
 
@@ -119,7 +180,9 @@ def test_a_user_mistake_is_one_line(tmp_path, monkeypatch, capsys, args, message
     (tmp_path / "typo.yaml").write_text("base_model: x\ntrain_data: y\neval_data: z\nreward: arithmetic\nbta: 0.1\n")
     assert klrl(args) == 2
     stderr = capsys.readouterr().err
-    assert stderr.startswith(message) and stderr.endswith("(--debug for the traceback)\n") and stderr.count("\n") == 1, stderr
+    assert (
+        stderr.startswith(message) and stderr.endswith("(--debug for the traceback)\n") and stderr.count("\n") == 1
+    ), stderr
     with pytest.raises((ValueError, OSError)):  # --debug: the exception itself, with its traceback
         klrl([*args, "--debug"])
 

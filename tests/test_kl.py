@@ -36,9 +36,11 @@ def test_an_estimator_averages_to_the_true_kl_exactly_when_the_registry_says_its
     r = torch.softmax(torch.randn(5, dtype=torch.float64), 0)
     true_kl = (p * (p.log() - r.log())).sum()
     averages = {name: (p * token_kl(p.log(), r.log(), name).values).sum() for name in ESTIMATORS}
-    assert {name for name, mean in averages.items() if torch.allclose(mean, true_kl)} == {
-        name for name, estimator in ESTIMATORS.items() if estimator.unbiased_value
-    } == {"k1", "k3"}
+    assert (
+        {name for name, mean in averages.items() if torch.allclose(mean, true_kl)}
+        == {name for name, estimator in ESTIMATORS.items() if estimator.unbiased_value}
+        == {"k1", "k3"}
+    )
 
 
 def test_bf16_inputs_are_computed_in_float32():
@@ -190,7 +192,13 @@ def test_none_gives_nothing():
 
 def test_describe_matches_the_paper_table():
     on = {name: describe(KLConfig.from_name(name, beta=0.1))["on"] for name in STANDARD_CONFIGS if name != "none"}
-    assert {n for n, c in on.items() if c.unbiased} == {"k1-reward", "k1-both", "k3-both", "k1-reward-seqis", "k1-reward-prefixis"}
+    assert {n for n, c in on.items() if c.unbiased} == {
+        "k1-reward",
+        "k1-both",
+        "k3-both",
+        "k1-reward-seqis",
+        "k1-reward-prefixis",
+    }
     assert on["k1-loss"].target == "zero"
     assert on["k3-loss"].target == "token-forward-kl"
     assert on["k2-loss"].target == "token-reverse-kl"

@@ -71,8 +71,21 @@ def test_the_cpu_miniature_keeps_every_group_and_axis_of_the_paper_grid():
     paper_cells, mini_cells = expand_grid(load_config("paper")), expand_grid(mini)
     assert _grid_axes(mini_cells) == _grid_axes(paper_cells)
     for cell in mini_cells.values():
-        original = next(c for c in paper_cells.values() if (c.group, c.kl, c.beta, c.seed) == (cell.group, cell.kl, cell.beta, cell.seed))
-        same = ("kl", "async_lag", "advantage", "ratio_clamp", "lr", "loss_aggregation", "mixed_precision", "activation_checkpointing")
+        original = next(
+            c
+            for c in paper_cells.values()
+            if (c.group, c.kl, c.beta, c.seed) == (cell.group, cell.kl, cell.beta, cell.seed)
+        )
+        same = (
+            "kl",
+            "async_lag",
+            "advantage",
+            "ratio_clamp",
+            "lr",
+            "loss_aggregation",
+            "mixed_precision",
+            "activation_checkpointing",
+        )
         assert {key: cell.train[key] for key in same} == {key: original.train[key] for key in same}
         assert job_resources(mini, cell.model)["processes"] == 2 and cell.train["device"] == "cpu"
         assert cell.train["micro_batch_size"] < cell.train["prompts_per_step"] * cell.train["group_size"] // 2

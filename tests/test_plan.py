@@ -20,8 +20,21 @@ README = "<!-- claims:syn:begin -->\n<!-- claims:syn:end -->\n<!-- table:syn:var
 
 def _readme_results(tables, readme):
     readme.write_text(README)
-    main(["readme-results", "--tables", str(tables), "--experiment", "syn", "--readme", str(readme), "--config", "config/config.yaml",
-          "--run-time", "1 min"])
+    main(
+        [
+            "readme-results",
+            "--tables",
+            str(tables),
+            "--experiment",
+            "syn",
+            "--readme",
+            str(readme),
+            "--config",
+            "config/config.yaml",
+            "--run-time",
+            "1 min",
+        ]
+    )
     return readme.read_text()
 
 
@@ -33,9 +46,13 @@ def test_the_plan_is_recorded_before_the_cells_and_the_analysis_follows_it(tmp_p
     assert (record["hash"], record["followed"], record["fixed_before_results"]) == (expected, True, True)
     assert [(line["hash"], line["cells_finished"]) for line in record["recorded"]] == [(expected, 0)]
     text = _readme_results(tables, tmp_path / "README.md")
-    header = "Cells trained: 21 at `aaaa111` (2026-12-01); 21 at `bbbb222` (2026-12-02). Plan `" + expected + "` (`klrl plan`), recorded "
+    header = (
+        "Cells trained: 21 at `aaaa111` (2026-12-01); 21 at `bbbb222` (2026-12-02). Plan `"
+        + expected
+        + "` (`klrl plan`), recorded "
+    )
     assert text.count(header) == 2  # the claims block and the variance block
-    assert f"before any cell finished: the analysis followed it. Tests: `klrl.claims`" in text
+    assert "before any cell finished: the analysis followed it. Tests: `klrl.claims`" in text
 
 
 def test_a_plan_changed_after_results_is_a_new_plan_and_the_readme_says_the_analysis_did_not_follow_the_first(tmp_path):
@@ -52,25 +69,33 @@ def test_a_plan_changed_after_results_is_a_new_plan_and_the_readme_says_the_anal
     record = json.loads((tables / "plan.json").read_text())
     assert (record["hash"], record["followed"]) == (first, False)
     text = _readme_results(tables, tmp_path / "README.md")
-    assert (f"Plan `{digest}` (`klrl plan`), recorded {lines[1]['written'][:10]} after 42 cells had finished; earlier plans: "
-            f"`{first}` ({lines[0]['written'][:10]}, 0 cells finished): the analysis did not follow it (the analysed cells and "
-            f"code give plan `{first}`).") in text
+    assert (
+        f"Plan `{digest}` (`klrl plan`), recorded {lines[1]['written'][:10]} after 42 cells had finished; earlier plans: "
+        f"`{first}` ({lines[0]['written'][:10]}, 0 cells finished): the analysis did not follow it (the analysed cells and "
+        f"code give plan `{first}`)."
+    ) in text
 
 
 def test_cells_are_grouped_by_commit_in_the_order_they_finished():
-    statuses = [{"status": "completed", "commit": "b", "finished": "2026-12-02T01:00:00+00:00"},
-                {"status": "diverged", "commit": "a", "finished": "2026-12-01T23:00:00+00:00"},
-                {"status": "completed", "commit": "b", "finished": "2026-12-03T01:00:00+00:00"},
-                {"status": "completed", "step": 3}, {"status": "missing", "step": None}]
+    statuses = [
+        {"status": "completed", "commit": "b", "finished": "2026-12-02T01:00:00+00:00"},
+        {"status": "diverged", "commit": "a", "finished": "2026-12-01T23:00:00+00:00"},
+        {"status": "completed", "commit": "b", "finished": "2026-12-03T01:00:00+00:00"},
+        {"status": "completed", "step": 3},
+        {"status": "missing", "step": None},
+    ]
     assert commit_rows(statuses) == [
         {"commit": "a", "cells": 1, "first_finished": "2026-12-01", "last_finished": "2026-12-01"},
         {"commit": "b", "cells": 2, "first_finished": "2026-12-02", "last_finished": "2026-12-03"},
-        {"commit": "unrecorded", "cells": 1, "first_finished": "", "last_finished": ""}]
+        {"commit": "unrecorded", "cells": 1, "first_finished": "", "last_finished": ""},
+    ]
 
 
 def test_plan_refuses_a_config_without_an_experiment_in_one_line(tmp_path, capsys):
     config = tmp_path / "config.yaml"
     config.write_text("groups: []\n")
     assert main(["plan", "--config", str(config)]) == 2
-    assert capsys.readouterr().err == ("klrl plan: error: plan: the config has no `experiment` (a workflow config, e.g. "
-                                       "config/study.yaml) (--debug for the traceback)\n")
+    assert capsys.readouterr().err == (
+        "klrl plan: error: plan: the config has no `experiment` (a workflow config, e.g. "
+        "config/study.yaml) (--debug for the traceback)\n"
+    )

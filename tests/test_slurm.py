@@ -29,7 +29,16 @@ pytestmark = pytest.mark.slurm
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
-WORKFLOW_FILES = ("Snakefile", "workflow/rules", "workflow/schemas", "workflow/report", "config", "envs", "profiles", "paper_figures")
+WORKFLOW_FILES = (
+    "Snakefile",
+    "workflow/rules",
+    "workflow/schemas",
+    "workflow/report",
+    "config",
+    "envs",
+    "profiles",
+    "paper_figures",
+)
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 PARTITIONS = {"KLRL_SLURM_ACCOUNT": "klrl", "KLRL_SLURM_PARTITION": "cpu", "KLRL_SLURM_GPU_PARTITION": "gpu"}
 FAST = ("--slurm-init-seconds-before-status-checks", "2")  # the plugin's default waits 40 s before the first check
@@ -42,7 +51,9 @@ LOCAL_RULES = {"track_grid", "cell_settings", "plan", "aggregate", "figure", "tr
 def cluster(tmp_path_factory) -> dict:
     """The cluster's client environment; the daemons are stopped by PID afterwards, also on failure."""
     state = tmp_path_factory.mktemp("slurm")
-    start = subprocess.run([str(CLUSTER), "start", str(state)], capture_output=True, text=True, timeout=1200, check=False)
+    start = subprocess.run(
+        [str(CLUSTER), "start", str(state)], capture_output=True, text=True, timeout=1200, check=False
+    )
     if start.returncode == 77:
         pytest.skip(f"no SLURM test cluster here: {start.stderr.strip()}")
     try:
@@ -121,7 +132,10 @@ def test_every_cluster_job_got_its_configured_resources(cluster, slurm_run):
     assert set(jobs["State"]) == {"COMPLETED"} and set(jobs["Account"]) == {"klrl"}
     cells = expand_grid(CONFIG)
     assert sorted(jobs["rule"]) == sorted(
-        ["train"] * len(cells) + ["evaluate"] * len(cells) + ["evaluate_base", "build_base", "toy_bias"] + ["prepare_data"] * 2
+        ["train"] * len(cells)
+        + ["evaluate"] * len(cells)
+        + ["evaluate_base", "build_base", "toy_bias"]
+        + ["prepare_data"] * 2
     )
     assert not LOCAL_RULES & set(jobs["rule"])
     train, evaluate = job_resources(CONFIG, "tiny"), eval_job_resources(CONFIG, "tiny")
@@ -138,14 +152,21 @@ def test_every_cluster_job_got_its_configured_resources(cluster, slurm_run):
     for _, job in jobs.iterrows():
         partition, cpus, mem_mb, minutes = expected[job["rule"]]
         limit = f"{minutes // 60:02d}:{minutes % 60:02d}:00"
-        assert (job["Partition"], int(job["AllocCPUS"]), job["ReqMem"], job["Timelimit"]) == (partition, cpus, f"{mem_mb}M", limit), job["rule"]
+        assert (job["Partition"], int(job["AllocCPUS"]), job["ReqMem"], job["Timelimit"]) == (
+            partition,
+            cpus,
+            f"{mem_mb}M",
+            limit,
+        ), job["rule"]
 
 
 @pytest.mark.slow
 def test_the_cluster_run_equals_the_local_run(cluster, slurm_run, tmp_path):
     local = _copy_workflow(tmp_path)
     env = {key: value for key, value in cluster.items() if not key.startswith("SLURM")}
-    result = _run([str(SNAKEMAKE), "--cores", "2", "--configfile", "config/test.yaml", "--until", "aggregate"], env, local)
+    result = _run(
+        [str(SNAKEMAKE), "--cores", "2", "--configfile", "config/test.yaml", "--until", "aggregate"], env, local
+    )
     assert result.returncode == 0, result.stderr[-5000:]
     for table in ("main.csv", "scores.csv"):
         pd.testing.assert_frame_equal(_table(slurm_run, table), _table(local, table), check_exact=True)
@@ -169,7 +190,11 @@ def test_a_gpu_job_asks_sbatch_for_gpus_on_the_gpu_partition(cluster, slurm_run,
     overlay = _overlay(folder, jobs={"gpus": 2})
     cell = next(iter(expand_grid(yaml.safe_load(overlay.read_text())).values()))
     target = str(_outputs(folder) / "cells" / cell.id / "train" / "status.json")
-    result = _run([str(SNAKEMAKE), "--profile", "profiles/slurm", "--configfile", str(overlay), "--retries", "0", *FAST, target], cluster, folder)
+    result = _run(
+        [str(SNAKEMAKE), "--profile", "profiles/slurm", "--configfile", str(overlay), "--retries", "0", *FAST, target],
+        cluster,
+        folder,
+    )
     assert result.returncode != 0  # this cluster has no GPUs: sbatch refuses the job
     output = result.stdout + result.stderr
     assert "SLURM sbatch failed" in output and "Invalid generic resource (gres) specification" in output
@@ -206,18 +231,26 @@ def test_a_cancelled_train_job_is_resubmitted_and_resumes_through_a_drain(cluste
     snakemake = subprocess.Popen([*command, str(target)], cwd=folder, env=cluster, stdout=log, stderr=subprocess.STDOUT)
     node = _run(["hostname", "-s"], cluster).stdout.strip()
     try:
-        first = _wait(lambda: [job for job, state in _squeue(cluster, "%i|%T") if state == "RUNNING"], 300, "no train job ran")[0]
+        first = _wait(
+            lambda: [job for job, state in _squeue(cluster, "%i|%T") if state == "RUNNING"], 300, "no train job ran"
+        )[0]
         _wait(lambda: checkpoint_folders(train), 300, "the train job wrote no checkpoint")
         assert _run(["scancel", first], cluster).returncode == 0
-        assert _run(["scontrol", "update", f"nodename={node}", "state=drain", "reason=klrl-test"], cluster).returncode == 0
-        _wait(lambda: not [job for job, in _squeue(cluster, "%i") if job == first], 60, "the cancelled job stayed")
+        assert (
+            _run(["scontrol", "update", f"nodename={node}", "state=drain", "reason=klrl-test"], cluster).returncode == 0
+        )
+        _wait(lambda: not [job for (job,) in _squeue(cluster, "%i") if job == first], 60, "the cancelled job stayed")
         # The checkpoint the retry resumes from: the newest committed one (a cancel mid-write
         # leaves a step-<n>.tmp folder, which the trainer does not read).
         committed = checkpoint_folders(train)
         assert committed, "the train job finished before it was cancelled"
         reached = int(committed[0].name.removeprefix("step-"))
-        before = [line for line in (train / "metrics.jsonl").read_text().splitlines() if json.loads(line)["step"] < reached]
-        retry = _wait(lambda: [row for row in _squeue(cluster, "%i|%T|%r") if row[0] != first], 180, "the job was not resubmitted")[0]
+        before = [
+            line for line in (train / "metrics.jsonl").read_text().splitlines() if json.loads(line)["step"] < reached
+        ]
+        retry = _wait(
+            lambda: [row for row in _squeue(cluster, "%i|%T|%r") if row[0] != first], 180, "the job was not resubmitted"
+        )[0]
         assert retry[1] == "PENDING", retry  # the node is drained
         assert _run(["scontrol", "update", f"nodename={node}", "state=resume"], cluster).returncode == 0
         assert snakemake.wait(timeout=600) == 0, (tmp_path / "snakemake.log").read_text()[-5000:]
@@ -231,11 +264,17 @@ def test_a_cancelled_train_job_is_resubmitted_and_resumes_through_a_drain(cluste
     assert yaml.safe_load((train / "status.json").read_text())["status"] == "completed"
     lines = (train / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == list(range(steps + 1))
-    assert 0 < reached < steps and lines[: len(before)] == before  # the steps before the checkpoint kept their timings: resumed
-    assert list((folder / ".snakemake" / "slurm_logs" / "rule_train").rglob(f"{first}.log"))  # a failed job's SLURM log is kept
+    assert (
+        0 < reached < steps and lines[: len(before)] == before
+    )  # the steps before the checkpoint kept their timings: resumed
+    assert list(
+        (folder / ".snakemake" / "slurm_logs" / "rule_train").rglob(f"{first}.log")
+    )  # a failed job's SLURM log is kept
     # MLflow: the grid's run superseded by this attempt's, one run across the cancel, each step once
     record, client = json.loads((train / RUN_RECORD).read_text()), MlflowClient(tracking_uri)
-    runs = {run.info.run_id: run for run in client.search_runs([record["experiment_id"]], f"tags.`{KEY_TAG}` = '{cell.id}'")}
+    runs = {
+        run.info.run_id: run for run in client.search_runs([record["experiment_id"]], f"tags.`{KEY_TAG}` = '{cell.id}'")
+    }
     attempt = runs.pop(record["run_id"])
     assert attempt.info.status == "FINISHED" and attempt.data.tags["klrl.attempt_number"] == "2"
     assert [run.data.tags["klrl.status"] for run in runs.values()] == ["superseded"]

@@ -10,7 +10,9 @@ from klrl.snakemake_locks import own_locks, release_stale_locks
 
 
 def _dead_pid() -> int:
-    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
     return int(done.stdout)
 
 
@@ -21,7 +23,16 @@ def test_only_the_locks_of_a_dead_owner_on_this_host_are_released(tmp_path):
     (tmp_path / "2.output.lock.owner").write_text(json.dumps({"pid": _dead_pid(), "host": "another-node"}))
     (tmp_path / "3.input.lock.owner").write_text(json.dumps({"pid": _dead_pid(), "host": socket.gethostname()}))
     assert [path.name for path in own_locks(tmp_path)] == ["0.input.lock", "0.output.lock"]  # this live process's
-    assert json.loads((tmp_path / "0.input.lock.owner").read_text())["pid"] != json.loads((tmp_path / "1.input.lock.owner").read_text())["pid"]
+    assert (
+        json.loads((tmp_path / "0.input.lock.owner").read_text())["pid"]
+        != json.loads((tmp_path / "1.input.lock.owner").read_text())["pid"]
+    )
     assert [path.name for path in release_stale_locks(tmp_path)] == ["1.input.lock", "3.input.lock"]
     assert sorted(path.name for path in tmp_path.iterdir()) == [
-        "0.input.lock", "0.input.lock.owner", "0.output.lock", "0.output.lock.owner", "2.output.lock", "2.output.lock.owner"]
+        "0.input.lock",
+        "0.input.lock.owner",
+        "0.output.lock",
+        "0.output.lock.owner",
+        "2.output.lock",
+        "2.output.lock.owner",
+    ]

@@ -10,7 +10,10 @@ from workflow_helpers import ROOT
 def test_the_paper_miniature_is_collected_first_and_every_other_test_keeps_its_place():
     listed = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "not gpu", "-p", "no:cacheprovider", "tests"],
-        cwd=ROOT, capture_output=True, text=True, check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.splitlines()
     nodeids = [line for line in listed if "::" in line]
     assert nodeids[0] == "tests/test_paper_miniature.py::test_the_paper_grid_in_miniature_runs_end_to_end"

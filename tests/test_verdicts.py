@@ -41,7 +41,9 @@ def test_a_planted_effect_is_found_and_a_null_one_is_inconclusive():
     null = _verdict_counts("k1-reward-beats-k3-loss-in", 0.0, scenario, seed=2)
     assert null["inconclusive"] >= 0.93 * GRIDS  # a directional claim is called either way at most 2.5% + 2.5%
     reversed_ = _verdict_counts("k1-reward-beats-k3-loss-in", -0.15, scenario, seed=3)
-    assert reversed_["contradicted"] >= 0.9 * GRIDS  # at 0.45 the seed spread is wider than at 0.75 and reversed_["reproduced"] == 0
+    assert (
+        reversed_["contradicted"] >= 0.9 * GRIDS
+    )  # at 0.45 the seed spread is wider than at 0.75 and reversed_["reproduced"] == 0
 
 
 def test_equivalence_is_reproduced_only_when_the_difference_is_inside_the_margin():
@@ -92,12 +94,18 @@ def test_the_default_grid_holds_every_claims_decisive_comparison(tmp_path):
         write_cell_settings(root, cell.id, kl=cell.kl, beta=cell.beta, seed=cell.seed, lag=cell.train["async_lag"])
         (root / "cells" / cell.id / "train" / "status.json").write_text(json.dumps({"status": "completed", "step": 40}))
         _write_eval(root / "cells" / cell.id / "eval", {task: rng.uniform(0, 1, 150) for task in cell.eval_tasks})
-    _write_eval(root / "base" / "tiny" / "eval", {task: rng.uniform(0, 1, 150) for task in ("arith", "arith-long", "arith-spoken")})
+    _write_eval(
+        root / "base" / "tiny" / "eval",
+        {task: rng.uniform(0, 1, 150) for task in ("arith", "arith-long", "arith-spoken")},
+    )
     aggregate([cell.id for cell in cells], root / "tables", root=root)
     claims = pd.read_csv(root / "tables" / "claims.csv")
     assert set(claims["claim"]) == set(CLAIM) and "not in this grid" not in set(claims["verdict"])
     growth = claims.set_index("claim")
-    assert growth.loc["k1-loss-worsens-with-beta", "beta"] == "0.1→1" and growth.loc["k1-loss-degrades-with-lag", "lag"] == "4→16"
+    assert (
+        growth.loc["k1-loss-worsens-with-beta", "beta"] == "0.1→1"
+        and growth.loc["k1-loss-degrades-with-lag", "lag"] == "4→16"
+    )
 
 
 def test_a_growth_claim_is_decided_at_each_step_of_the_axis_and_never_by_a_term_at_the_floor(tmp_path):
@@ -105,8 +113,14 @@ def test_a_growth_claim_is_decided_at_each_step_of_the_axis_and_never_by_a_term_
     the degradation. At lag 16 both have collapsed in every seed (pass@1 below half the base's):
     the 2→16 step is `at floor`, with the reason, and out of the family; no end-to-end 1→16 row."""
     root, rng = tmp_path / "results", np.random.default_rng(4)
-    means = {("k1-loss", 1): 0.6, ("k1-loss", 2): 0.35, ("k1-loss", 16): 0.0,
-             ("k1-reward", 1): 0.75, ("k1-reward", 2): 0.72, ("k1-reward", 16): 0.05}
+    means = {
+        ("k1-loss", 1): 0.6,
+        ("k1-loss", 2): 0.35,
+        ("k1-loss", 16): 0.0,
+        ("k1-reward", 1): 0.75,
+        ("k1-reward", 2): 0.72,
+        ("k1-reward", 16): 0.05,
+    }
     cells = []
     for (kl, lag), mean in means.items():
         for seed in range(4):
@@ -120,9 +134,14 @@ def test_a_growth_claim_is_decided_at_each_step_of_the_axis_and_never_by_a_term_
     assert rows.loc["1→2", "effect"] == pytest.approx(-0.22, abs=0.05) and rows.loc["1→2", "verdict"] == "reproduced"
     floor = rows.loc["2→16"]
     assert floor["verdict"] == "at floor" and np.isnan(floor["p"]) and np.isnan(floor["p_adjusted"])
-    assert floor["reason"] == "every seed of k1-loss(off)@laghigh collapsed (4); every seed of k1-reward(off)@laghigh collapsed (4)"
+    assert (
+        floor["reason"]
+        == "every seed of k1-loss(off)@laghigh collapsed (4); every seed of k1-reward(off)@laghigh collapsed (4)"
+    )
     rates = claims[claims["claim"] == "k1-loss-collapses-more-with-lag"].set_index("lag")
-    assert rates.loc["2→16", "collapsed"] == "4/0" and rates.loc["2→16", "p"] == pytest.approx(2 / 70)  # Fisher, 4 of 4 vs 0 of 4
+    assert rates.loc["2→16", "collapsed"] == "4/0" and rates.loc["2→16", "p"] == pytest.approx(
+        2 / 70
+    )  # Fisher, 4 of 4 vs 0 of 4
     assert rates.loc["1→2", "collapsed"] == "0/0" and rates.loc["1→2", "verdict"] == "inconclusive"
 
 
@@ -153,9 +172,15 @@ def planted_grid(tmp_path) -> tuple[Path, dict]:
     effects = {"k1-reward": 0.15, "k3-both": 0.15, "k3-loss": 0.0, "k3-reward": 0.0}
     in_domain = dict(zip(effects, simulate_grid(scenario, list(effects.values()), rng)))
     out_domain = dict(zip(effects, simulate_grid(scenario, [0.0] * 4, rng)))
-    cells = [_write_cell(root, kl, 0.1, 0, seed, {"arith": in_domain[kl][seed], "arith-long": out_domain[kl][seed]})
-             for kl in effects for seed in range(3)]
-    _write_eval(root / "base" / "tiny" / "eval", {"arith": in_domain["k3-reward"].mean(0) + 0.2, "arith-long": out_domain["k3-loss"][0]})
+    cells = [
+        _write_cell(root, kl, 0.1, 0, seed, {"arith": in_domain[kl][seed], "arith-long": out_domain[kl][seed]})
+        for kl in effects
+        for seed in range(3)
+    ]
+    _write_eval(
+        root / "base" / "tiny" / "eval",
+        {"arith": in_domain["k3-reward"].mean(0) + 0.2, "arith-long": out_domain["k3-loss"][0]},
+    )
     aggregate(cells, root / "tables", root=root)
     return root, in_domain
 
@@ -171,13 +196,26 @@ def test_aggregate_writes_the_claims_table_with_verdicts_from_the_data(planted_g
     out = claims[claims["claim"] == "k1-reward-beats-k3-loss-out"].iloc[0]
     assert (out["task"], out["verdict"]) == ("arith-long", "inconclusive")
     collapse = claims[claims["claim"] == "k3-reward-collapses"].iloc[0]  # no seed below half the base's 0.8
-    assert (collapse["test"], collapse["collapsed"], collapse["p"], collapse["verdict"]) == ("exact", "0/0", 1.0, "inconclusive")
+    assert (collapse["test"], collapse["collapsed"], collapse["p"], collapse["verdict"]) == (
+        "exact",
+        "0/0",
+        1.0,
+        "inconclusive",
+    )
     both = claims[claims["claim"] == "k3-both-matches-k1-reward"].iloc[0]
     assert both["ci_level"] == 0.90 and both["verdict"] != "contradicted"
     absent = claims[claims["verdict"] == "not in this grid"]["claim"]
-    assert set(absent) == {"k1-loss-worsens-with-beta", "k1-both-matches-k1-reward", "kl-stabilises-off-policy",
-                           "k3-loss-stabilises-off-policy", "k1-loss-collapses-off-policy", "k1-loss-falls-behind-off-policy",
-                           "k1-reward-ahead-off-policy", "k1-loss-collapses-more-with-lag", "k1-loss-degrades-with-lag"}
+    assert set(absent) == {
+        "k1-loss-worsens-with-beta",
+        "k1-both-matches-k1-reward",
+        "kl-stabilises-off-policy",
+        "k3-loss-stabilises-off-policy",
+        "k1-loss-collapses-off-policy",
+        "k1-loss-falls-behind-off-policy",
+        "k1-reward-ahead-off-policy",
+        "k1-loss-collapses-more-with-lag",
+        "k1-loss-degrades-with-lag",
+    }
 
 
 def test_the_variance_table_holds_the_pooled_seed_and_residual_sds(planted_grid):
@@ -197,31 +235,94 @@ def test_readme_results_rewrites_only_the_claims_block_from_the_table(planted_gr
 
     root, _ = planted_grid
     readme = tmp_path / "README.md"
-    readme.write_text("# title\nbefore\n<!-- claims:study:begin -->\nhand-written: reproduced!\n<!-- claims:study:end -->\nafter\n"
-                      "<!-- table:study:main:begin -->\n| typed | 0.5 |\n<!-- table:study:main:end -->\nend\n")
-    main(["readme-results", "--tables", str(root / "tables"), "--experiment", "study", "--readme", str(readme), "--config", "config/study.yaml",
-          "--run-time", "2 h 40 min", "--commit", "abc1234"])
+    readme.write_text(
+        "# title\nbefore\n<!-- claims:study:begin -->\nhand-written: reproduced!\n<!-- claims:study:end -->\nafter\n"
+        "<!-- table:study:main:begin -->\n| typed | 0.5 |\n<!-- table:study:main:end -->\nend\n"
+    )
+    main(
+        [
+            "readme-results",
+            "--tables",
+            str(root / "tables"),
+            "--experiment",
+            "study",
+            "--readme",
+            str(readme),
+            "--config",
+            "config/study.yaml",
+            "--run-time",
+            "2 h 40 min",
+            "--commit",
+            "abc1234",
+        ]
+    )
     text = readme.read_text()
-    assert text.startswith("# title\nbefore\n<!-- claims:study:begin -->\n") and text.endswith("<!-- table:study:main:end -->\nend\n")
-    assert "<!-- claims:study:end -->\nafter\n<!-- table:study:main:begin -->\nGenerated by `python -m klrl readme-results` from `main.md`" in text
+    assert text.startswith("# title\nbefore\n<!-- claims:study:begin -->\n") and text.endswith(
+        "<!-- table:study:main:end -->\nend\n"
+    )
+    assert (
+        "<!-- claims:study:end -->\nafter\n<!-- table:study:main:begin -->\nGenerated by `python -m klrl readme-results` from `main.md`"
+        in text
+    )
     main_table = (root / "tables" / "main.md").read_text()
-    assert text.split("<!-- table:study:main:begin -->\n")[1].split("\n", 2)[2] == main_table.rstrip("\n") + "\n<!-- table:study:main:end -->\nend\n"
+    assert (
+        text.split("<!-- table:study:main:begin -->\n")[1].split("\n", 2)[2]
+        == main_table.rstrip("\n") + "\n<!-- table:study:main:end -->\nend\n"
+    )
     assert "hand-written" not in text and "typed" not in text
-    assert ("of the run of `config/study.yaml` (run time 2 h 40 min). Cells trained at commit `abc1234` (the cells record "
-            "no commit of their own). No plan was recorded before this run; its analysis plan hashes to `") in text
+    assert (
+        "of the run of `config/study.yaml` (run time 2 h 40 min). Cells trained at commit `abc1234` (the cells record "
+        "no commit of their own). No plan was recorded before this run; its analysis plan hashes to `"
+    ) in text
     claims = pd.read_csv(root / "tables" / "claims.csv")
     row = claims[claims["claim"] == "k1-reward-beats-k3-loss-in"].iloc[0]
     line = next(line for line in text.splitlines() if line.startswith("- K1 in the reward ≥ K3 in the loss, in domain"))
     assert f"**reproduced**, {row['comparison']} on arith (in domain), β 0.1:" in line
-    assert f"effect {row['effect']:+.3f}, 95% interval [{row['ci_lo']:.3f}, {row['ci_hi']:.3f}], p {row['p']:.3g} (Holm {row['p_adjusted']:.3g})" in line
-    assert "- off-policy, K1 in the loss falls behind K1 in the reward (seeds that did not collapse): **not in this grid**" in text
+    assert (
+        f"effect {row['effect']:+.3f}, 95% interval [{row['ci_lo']:.3f}, {row['ci_hi']:.3f}], p {row['p']:.3g} (Holm {row['p_adjusted']:.3g})"
+        in line
+    )
+    assert (
+        "- off-policy, K1 in the loss falls behind K1 in the reward (seeds that did not collapse): **not in this grid**"
+        in text
+    )
     assert sum(line.startswith("- ") for line in text.splitlines()) == len(claims)
-    readme.write_text("<!-- claims:study:begin -->\n<!-- claims:study:end -->\n<!-- table:study:nonesuch:begin -->\n<!-- table:study:nonesuch:end -->\n")
+    readme.write_text(
+        "<!-- claims:study:begin -->\n<!-- claims:study:end -->\n<!-- table:study:nonesuch:begin -->\n<!-- table:study:nonesuch:end -->\n"
+    )
     with pytest.raises(SystemExit, match="table:study:nonesuch block but the run has no such table"):
-        main(["readme-results", "--tables", str(root / "tables"), "--experiment", "study", "--readme", str(readme), "--config", "c", "--run-time", "1 s"])
+        main(
+            [
+                "readme-results",
+                "--tables",
+                str(root / "tables"),
+                "--experiment",
+                "study",
+                "--readme",
+                str(readme),
+                "--config",
+                "c",
+                "--run-time",
+                "1 s",
+            ]
+        )
     readme.write_text("no markers\n")
     with pytest.raises(SystemExit, match="no <!-- claims:study:begin -->"):
-        main(["readme-results", "--tables", str(root / "tables"), "--experiment", "study", "--readme", str(readme), "--config", "c", "--run-time", "1 s"])
+        main(
+            [
+                "readme-results",
+                "--tables",
+                str(root / "tables"),
+                "--experiment",
+                "study",
+                "--readme",
+                str(readme),
+                "--config",
+                "c",
+                "--run-time",
+                "1 s",
+            ]
+        )
     assert readme.read_text() == "no markers\n"
 
 

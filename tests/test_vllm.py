@@ -151,7 +151,12 @@ def test_rollouts_are_seeded_per_request(trainer):
     # a request's completion does not depend on the rest of the batch
     seeds = torch.randint(0, 2**31 - 1, (3,), generator=seeded_generator(0, "rollout", 7)).tolist()
     params = trainer.sampler.engine.sampling_params(
-        temperature=1.0, top_p=1.0, max_tokens=8, seed=seeds[1], stop_token_ids=list(trainer.sampler.stop_ids), detokenize=False
+        temperature=1.0,
+        top_p=1.0,
+        max_tokens=8,
+        seed=seeds[1],
+        stop_token_ids=list(trainer.sampler.stop_ids),
+        detokenize=False,
     )
     alone = trainer.sampler.engine.generate(prompts[1:2], [params])[0][0]
     assert alone == first.completion_ids[1][first.completion_mask[1].bool()].tolist()
@@ -164,7 +169,13 @@ def test_rollouts_are_seeded_per_request(trainer):
 
 def test_an_off_policy_run_trains_through_the_engine(two_layers, arith, tmp_path):
     out = tmp_path / "cell"
-    settings = {"async_lag": 1, "steps": 3, "advantage": "group-mean", "ratio_clamp": 8.0, "engine_correction": "sequence-truncate"}
+    settings = {
+        "async_lag": 1,
+        "steps": 3,
+        "advantage": "group-mean",
+        "ratio_clamp": 8.0,
+        "engine_correction": "sequence-truncate",
+    }
     trainer = Trainer(_config(two_layers, arith, **settings), out)
     synced = []
     sync = trainer.sampler.engine.sync
@@ -233,7 +244,9 @@ def test_two_processes_each_with_an_engine_sync_it_from_the_fsdp_shards(two_laye
         assert [(entry["held"], entry["version"]) for entry in log] == expected
         assert all(entry["after"] < LOGPROB_TOLERANCE for entry in log), log
         # the engine held other weights before each load: the sync moved it
-        assert all(entry["before"] > 10 * LOGPROB_TOLERANCE for entry in log if entry["held"] not in (None, entry["version"])), log
+        assert all(
+            entry["before"] > 10 * LOGPROB_TOLERANCE for entry in log if entry["held"] not in (None, entry["version"])
+        ), log
 
     records_ = read_metrics(tmp_path / "train" / "metrics.jsonl")
     assert [r["step"] for r in records_ if "rollout/accuracy" in r] == [0, 1, 2]

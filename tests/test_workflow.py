@@ -41,7 +41,9 @@ def test_the_default_grid_measures_every_claim_and_the_readme_states_its_size():
     cells = expand_grid(load_config("config"))
     readme = (ROOT / "README.md").read_text()
     assert re.search(r"trains (\d+) cells", readme)[1] == str(len(cells))
-    assert re.search(r"\| `config/config.yaml` \| `default` \| the default: tiny base, (\d+) cells", readme)[1] == str(len(cells))
+    assert re.search(r"\| `config/config.yaml` \| `default` \| the default: tiny base, (\d+) cells", readme)[1] == str(
+        len(cells)
+    )
     assert sum(cell.kl == "none" for cell in cells.values()) == 6  # once per policy mode (and lag) and seed, at β 0
     on = {cell.kl for cell in cells.values() if cell.policy == "on"}
     assert on == {"none", "k1-reward", "k1-loss", "k2-loss", "k3-reward", "k3-loss", "k1-both", "k3-both"}
@@ -55,7 +57,14 @@ def test_the_default_grid_measures_every_claim_and_the_readme_states_its_size():
     assert (cell.train["kl"]["name"], cell.train["kl"]["beta"], cell.train["seed"]) == ("k1-loss", 1.0, 1)
     assert cell.train["base_model"] == f"results/bases/tiny-{recipe_hash('tiny', {})}/model"  # the default recipe
     assert cell.train["train_data"] == "results/default/data/arith/train.jsonl"
-    assert parse_cell_id(cell.id) == {"model": "tiny", "kl": "k1-loss", "beta": 1.0, "policy": "on", "lag": 0, "seed": 1}
+    assert parse_cell_id(cell.id) == {
+        "model": "tiny",
+        "kl": "k1-loss",
+        "beta": 1.0,
+        "policy": "on",
+        "lag": 0,
+        "seed": 1,
+    }
 
 
 def test_cell_ids_round_trip():
@@ -89,19 +98,46 @@ def test_grid_errors_name_the_group_and_the_key():
 
 # A bad config and the start of the one line that names it after `<config file>: `.
 BAD_CONFIGS = [
-    (lambda c: c["train"].update(stepz=3), "train: unknown key 'stepz'; allowed: activation_checkpointing, adam_betas,"),
-    (lambda c: c["groups"][0].update(kl=["k4-reward"]), "groups[0].kl[0]: 'k4-reward' is not one of none, k1-reward, k1-loss,"),
+    (
+        lambda c: c["train"].update(stepz=3),
+        "train: unknown key 'stepz'; allowed: activation_checkpointing, adam_betas,",
+    ),
+    (
+        lambda c: c["groups"][0].update(kl=["k4-reward"]),
+        "groups[0].kl[0]: 'k4-reward' is not one of none, k1-reward, k1-loss,",
+    ),
     (lambda c: c["evaluation"].update(samples=0), "evaluation.samples: 0 is less than the minimum of 1"),
     (lambda c: c.pop("experiment"), "experiment: required key missing"),
     (lambda c: c["groups"][1].pop("task"), "groups[1].task: required key missing"),
     (lambda c: c.update(groups="on-policy"), "groups: 'on-policy' is not of type 'array'"),
-    (lambda c: c["data"].pop("arith-long"), "groups[on-policy].eval_tasks: task 'arith-long' is generated; give data.arith-long.train_size"),
-    (lambda c: c["data"]["arith"].update(train_size=3000), "data.arith.train_size: 3000 exceeds the 1673 distinct arith train problems"),
-    (lambda c: c.update(tracking={"uri": "sqlte:/x.db"}), "tracking.uri 'sqlte:/x.db': scheme 'sqlte' is not one of sqlite,"),
-    (lambda c: c.update(tracking={"uri": "sqlite://results/x.db"}), "tracking.uri 'sqlite://results/x.db': a SQLite store is sqlite:///<path>"),
-    (lambda c: c["models"]["tiny"]["pretrain"].update(mix={"math": 1.0}), "models.tiny.pretrain.mix: 'math' is not a task of the tiny base; its tasks: arith,"),
-    (lambda c: c["models"].update({"smollm2-135m": {"pretrain": {"steps": 3}}}), "models.smollm2-135m.pretrain: smollm2-135m is converted, not pretrained; its recipe is models.smollm2-135m.convert"),
-    (lambda c: c["models"].update({"smollm2-135m": {"convert": {"layers": 31}}}), "models.smollm2-135m.convert.layers: 31 is"),
+    (
+        lambda c: c["data"].pop("arith-long"),
+        "groups[on-policy].eval_tasks: task 'arith-long' is generated; give data.arith-long.train_size",
+    ),
+    (
+        lambda c: c["data"]["arith"].update(train_size=3000),
+        "data.arith.train_size: 3000 exceeds the 1673 distinct arith train problems",
+    ),
+    (
+        lambda c: c.update(tracking={"uri": "sqlte:/x.db"}),
+        "tracking.uri 'sqlte:/x.db': scheme 'sqlte' is not one of sqlite,",
+    ),
+    (
+        lambda c: c.update(tracking={"uri": "sqlite://results/x.db"}),
+        "tracking.uri 'sqlite://results/x.db': a SQLite store is sqlite:///<path>",
+    ),
+    (
+        lambda c: c["models"]["tiny"]["pretrain"].update(mix={"math": 1.0}),
+        "models.tiny.pretrain.mix: 'math' is not a task of the tiny base; its tasks: arith,",
+    ),
+    (
+        lambda c: c["models"].update({"smollm2-135m": {"pretrain": {"steps": 3}}}),
+        "models.smollm2-135m.pretrain: smollm2-135m is converted, not pretrained; its recipe is models.smollm2-135m.convert",
+    ),
+    (
+        lambda c: c["models"].update({"smollm2-135m": {"convert": {"layers": 31}}}),
+        "models.smollm2-135m.convert.layers: 31 is",
+    ),
 ]
 
 
@@ -136,7 +172,11 @@ def _required_keys(schema: dict, config, root: dict, path: tuple = ()) -> list[t
     """The path of every key that `schema` requires somewhere in `config` (`$ref`s followed)."""
     schema = root["$defs"][schema["$ref"].split("/")[-1]] if "$ref" in schema else schema
     if isinstance(config, list):
-        return [key for i, item in enumerate(config) for key in _required_keys(schema.get("items", {}), item, root, (*path, i))]
+        return [
+            key
+            for i, item in enumerate(config)
+            for key in _required_keys(schema.get("items", {}), item, root, (*path, i))
+        ]
     if not isinstance(config, dict):
         return []
     keys = [(*path, key) for key in schema.get("required", [])]
@@ -179,15 +219,27 @@ def test_config_overrides_apply_on_top_of_the_default_config(tmp_path):
 
 def test_an_unknown_cell_path_names_the_closest_cells(tmp_path):
     folder = copy_workflow(tmp_path)
-    result = snakemake(folder, "-n", "--configfile", "config/test.yaml", "--", "results/ci-test/cells/tiny__k1-reward__b0.1__on__s5/eval/results.json")
+    result = snakemake(
+        folder,
+        "-n",
+        "--configfile",
+        "config/test.yaml",
+        "--",
+        "results/ci-test/cells/tiny__k1-reward__b0.1__on__s5/eval/results.json",
+    )
     assert result.returncode != 0
-    assert "'tiny__k1-reward__b0.1__on__s5' is not a cell of this config; closest: tiny__k1-reward__b0.1__on__s0" in result.stdout + result.stderr
+    assert (
+        "'tiny__k1-reward__b0.1__on__s5' is not a cell of this config; closest: tiny__k1-reward__b0.1__on__s0"
+        in result.stdout + result.stderr
+    )
 
 
 def test_the_paper_config_dry_runs_to_its_grid(tmp_path):
     folder = copy_workflow(tmp_path)
     cells = expand_grid(load_config("paper"))
-    assert len(cells) == 2 * (1 + 4 * 4) + 2 + 5 + 5 + 1  # on-policy β sweep ×2 models, both, off-policy ×2 tasks, prefix-IS
+    assert (
+        len(cells) == 2 * (1 + 4 * 4) + 2 + 5 + 5 + 1
+    )  # on-policy β sweep ×2 models, both, off-policy ×2 tasks, prefix-IS
     result = snakemake(folder, "-n", "--configfile", "config/paper.yaml", "--profile", "profiles/slurm")
     assert result.returncode == 0, result.stderr[-3000:]
     counts = job_counts(result.stdout)
@@ -196,7 +248,9 @@ def test_the_paper_config_dry_runs_to_its_grid(tmp_path):
     assert counts["prepare_data"] == 5
     assert counts["figure"] == len(FIGURES)
     assert counts["cell_settings"] == len(cells) and counts["plan"] == 1
-    assert counts["total"] == 3 * len(cells) + 3 + 5 + len(FIGURES) + 6  # + plan, track_grid, toy_bias, aggregate, track_figures, all
+    assert (
+        counts["total"] == 3 * len(cells) + 3 + 5 + len(FIGURES) + 6
+    )  # + plan, track_grid, toy_bias, aggregate, track_figures, all
     assert "gpu=8" in result.stdout and "gpu=4" in result.stdout
     # the biased KL settings, each once: those of `klrl describe --config`, k1-loss on-policy as doing nothing
     listed = report(cells)
@@ -218,7 +272,9 @@ def test_every_other_shipped_config_dry_runs_to_one_train_and_evaluate_job_per_c
 def test_a_batch_that_gpus_cannot_share_is_a_grid_error():
     config = load_config("paper")
     config["train"]["prompts_per_step"] = 250
-    with pytest.raises(ValueError, match="group 'on-policy': prompts_per_step 250 is not a multiple of the 8 training processes"):
+    with pytest.raises(
+        ValueError, match="group 'on-policy': prompts_per_step 250 is not a multiple of the 8 training processes"
+    ):
         expand_grid(config)
 
 
@@ -251,8 +307,14 @@ def test_a_base_is_built_once_per_recipe_and_read_by_every_config_with_it(tmp_pa
     assert job_counts(dry.stdout)["build_base"] == 1 and f"{base}/config.json" in dry.stdout
     (folder / base).mkdir(parents=True)
     (folder / base / "config.json").write_text("{}")  # as the first config's run leaves it
-    same = dict(first, experiment="same-recipe", models={"tiny": {"pretrain": recipe | {"seed": TinyConfig().seed, "lr": TinyConfig().lr}}})
-    changed = dict(first, experiment="new-recipe", models={"tiny": {"pretrain": recipe | {"steps": recipe["steps"] + 1}}})
+    same = dict(
+        first,
+        experiment="same-recipe",
+        models={"tiny": {"pretrain": recipe | {"seed": TinyConfig().seed, "lr": TinyConfig().lr}}},
+    )
+    changed = dict(
+        first, experiment="new-recipe", models={"tiny": {"pretrain": recipe | {"steps": recipe["steps"] + 1}}}
+    )
     for config in (same, changed):
         (folder / f"{config['experiment']}.yaml").write_text(yaml.safe_dump(config))
     dry = snakemake(folder, "-n", "-p", "--configfile", "same-recipe.yaml")

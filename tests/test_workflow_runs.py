@@ -42,7 +42,9 @@ CI_OUT = Path("results") / "ci-test"  # config/test.yaml's experiment
 @pytest.mark.slow
 def test_the_ci_grid_runs_end_to_end(ci_run):
     scores = pd.read_csv(ci_run / CI_OUT / "tables" / "scores.csv")
-    assert sorted(zip(scores["cell"], scores["task"])) == sorted((c, t) for c in CI_CELLS for t in ("arith", "arith-long"))
+    assert sorted(zip(scores["cell"], scores["task"])) == sorted(
+        (c, t) for c in CI_CELLS for t in ("arith", "arith-long")
+    )
     assert set(scores["status"]) == {"completed"}
     assert set(scores["step"]) == {3}
     base = json.loads((ci_run / CI_OUT / "base" / "tiny" / "eval" / "results.json").read_text())
@@ -53,9 +55,17 @@ def test_the_ci_grid_runs_end_to_end(ci_run):
         assert cell["train_status"]["status"] == "completed"
     config = yaml.safe_load((ci_run / CI_OUT / "cells" / CI_CELLS[1] / "train" / "config.yaml").read_text())
     assert (config["async_lag"], config["kl"]["name"], config["advantage"]) == (1, "k3-loss", "group-mean")
-    plan = json.loads((ci_run / CI_OUT / "tables" / "plan.json").read_text())  # rule plan ran before the first train job
-    assert plan["followed"] and plan["fixed_before_results"] and [line["hash"] for line in plan["recorded"]] == [plan["hash"]]
-    provenance = pd.read_csv(ci_run / CI_OUT / "tables" / "provenance.csv", dtype={"commit": str})  # a hash of digits stays text
+    plan = json.loads(
+        (ci_run / CI_OUT / "tables" / "plan.json").read_text()
+    )  # rule plan ran before the first train job
+    assert (
+        plan["followed"]
+        and plan["fixed_before_results"]
+        and [line["hash"] for line in plan["recorded"]] == [plan["hash"]]
+    )
+    provenance = pd.read_csv(
+        ci_run / CI_OUT / "tables" / "provenance.csv", dtype={"commit": str}
+    )  # a hash of digits stays text
     assert list(provenance["commit"]) == [source_commit()] and list(provenance["cells"]) == [2]
     for rule in ("train", "evaluate"):
         assert (ci_run / CI_OUT / "benchmarks" / rule / f"{CI_CELLS[0]}.tsv").is_file()
@@ -66,10 +76,26 @@ def test_the_ci_grid_runs_end_to_end(ci_run):
 def test_the_grid_benchmark_summarises_a_finished_run(ci_run):
     """benchmarks/grid_time.py --summarise: the critical path through the cells' jobs and a cell's
     RL steps per minute of its train job (3 steps over the job's wall seconds, median of 2 cells)."""
-    command = [sys.executable, str(ROOT / "benchmarks" / "grid_time.py"), "--summarise", str(ci_run), "--configfile", "config/test.yaml"]
-    out = subprocess.run(command, cwd=ci_run, capture_output=True, text=True, env=os.environ | {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    command = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "grid_time.py"),
+        "--summarise",
+        str(ci_run),
+        "--configfile",
+        "config/test.yaml",
+    ]
+    out = subprocess.run(
+        command,
+        cwd=ci_run,
+        capture_output=True,
+        text=True,
+        env=os.environ | {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"},
+    )
     assert out.returncode == 0, out.stderr[-3000:]
-    seconds = [float((ci_run / CI_OUT / "benchmarks" / "train" / f"{cell}.tsv").read_text().splitlines()[1].split("\t")[0]) for cell in CI_CELLS]
+    seconds = [
+        float((ci_run / CI_OUT / "benchmarks" / "train" / f"{cell}.tsv").read_text().splitlines()[1].split("\t")[0])
+        for cell in CI_CELLS
+    ]
     rate = float(re.search(r"a cell's throughput: ([\d.]+) RL steps per minute", out.stdout)[1])
     assert rate == pytest.approx(sum(3 * 60 / s for s in seconds) / 2, abs=0.06)
     assert re.search(r"critical path: .*train \d+s → evaluate \d+s → aggregate", out.stdout)
@@ -97,7 +123,16 @@ def test_tables_and_figures_alone_are_rebuilt_from_existing_results(ci_run):
     dry = snakemake(ci_run, "-n", *args, "--", "results/ci-test/tables/scores.csv")
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert job_counts(dry.stdout) == {"aggregate": 1, "total": 1}
-    args = ("--configfile", "config/test.yaml", "--forcerun", "aggregate", "--allowed-rules", "aggregate", "figure", "figures")
+    args = (
+        "--configfile",
+        "config/test.yaml",
+        "--forcerun",
+        "aggregate",
+        "--allowed-rules",
+        "aggregate",
+        "figure",
+        "figures",
+    )
     dry = snakemake(ci_run, "-n", *args, "--", "figures")
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert job_counts(dry.stdout) == {"aggregate": 1, "figure": 8, "figures": 1, "total": 10}
@@ -123,7 +158,9 @@ def mlflow_server(ci_run):
 )
 def test_every_cell_is_in_mlflow_and_the_ui_shows_the_runs(ci_run, mlflow_server, tmp_path):
     runs_file = json.loads((ci_run / CI_OUT / "mlflow" / "runs.json").read_text())
-    runs = _post(f"{mlflow_server}/api/2.0/mlflow/runs/search", {"experiment_ids": [runs_file["experiment_id"]]})["runs"]
+    runs = _post(f"{mlflow_server}/api/2.0/mlflow/runs/search", {"experiment_ids": [runs_file["experiment_id"]]})[
+        "runs"
+    ]
     by_name = {run["info"]["run_name"]: run for run in runs}
     assert set(by_name) == {"grid", "base/tiny", *CI_CELLS}
     parent = by_name["grid"]["info"]["run_id"]
@@ -135,7 +172,13 @@ def test_every_cell_is_in_mlflow_and_the_ui_shows_the_runs(ci_run, mlflow_server
         assert tags["mlflow.parentRunId"] == parent
         keys = ("model", "kl", "beta", "policy", "seed")
         assert {key: tags[key] for key in keys} == {key: str(parse_cell_id(cell)[key]) for key in keys}
-        assert {"rollout/reward_mean", "kl/k1", "periodic_eval/pass_at_1", "final_eval/arith/pass_at_1", "final_eval/arith-long/pass_at_1"} <= metrics
+        assert {
+            "rollout/reward_mean",
+            "kl/k1",
+            "periodic_eval/pass_at_1",
+            "final_eval/arith/pass_at_1",
+            "final_eval/arith-long/pass_at_1",
+        } <= metrics
         assert params["kl"] == parse_cell_id(cell)["kl"] and params["steps"] == "3"
         assert run["info"]["status"] == "FINISHED"
     assert "final_eval/arith/pass_at_1" in {m["key"] for m in by_name["base/tiny"]["data"]["metrics"]}
@@ -145,7 +188,9 @@ def test_every_cell_is_in_mlflow_and_the_ui_shows_the_runs(ci_run, mlflow_server
             listed = {Path(item["path"]).name for item in json.loads(response.read()).get("files", [])}
         assert expected in listed, (folder, listed)
 
-    shots = capture(mlflow_server, ci_run / CI_OUT / "mlflow" / "runs.json", list(CI_CELLS), tmp_path, "rollout/reward_mean")
+    shots = capture(
+        mlflow_server, ci_run / CI_OUT / "mlflow" / "runs.json", list(CI_CELLS), tmp_path, "rollout/reward_mean"
+    )
     assert [shot.name for shot in shots] == ["mlflow_runs.png", "mlflow_curves.png", "mlflow_compare.png"]
     assert all(shot.stat().st_size > 20_000 for shot in shots)
     with pytest.raises(ValueError, match="no run for tiny__nonesuch"):
@@ -159,7 +204,9 @@ def test_the_html_report_holds_the_tables(ci_run):
     report = (ci_run / CI_OUT / "report.html").read_text()
     assert "scores.csv" in report and "bias.csv" in report
     assert "Cells: every on-policy k1-loss, k1-reward and none cell. Scale: toy." in report  # the figure's caption
-    assert "klrl reproduces" in report and "klrl-ci-test" in report  # the workflow description (workflow/report/workflow.rst)
+    assert (
+        "klrl reproduces" in report and "klrl-ci-test" in report
+    )  # the workflow description (workflow/report/workflow.rst)
 
 
 @pytest.mark.slow
@@ -174,7 +221,9 @@ def test_a_hub_model_declared_in_a_config_runs_a_cell_without_code_changes(tmp_p
     config["groups"] = [dict(config["groups"][0], models=["my-hub-model"])]
     (folder / "hub.yaml").write_text(yaml.safe_dump(config))
     cell = "my-hub-model__k1-reward__b0.1__on__s0"
-    result = snakemake(folder, "--cores", "2", "--configfile", "hub.yaml", "--", f"results/hub-model/cells/{cell}/eval/results.json")
+    result = snakemake(
+        folder, "--cores", "2", "--configfile", "hub.yaml", "--", f"results/hub-model/cells/{cell}/eval/results.json"
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     settings = json.loads((folder / "results" / "hub-model" / "cells" / cell / "train" / "settings.json").read_text())
     assert (settings["base_model"], settings["stop_tokens"]) == (str(tiny_base), ["z"])
@@ -195,7 +244,9 @@ def test_staleness_is_a_grid_axis():
     assert lagged == {"tiny__k3-loss__b0.1__off-lag2__s0": 2, "tiny__k3-loss__b0.1__off-lag8__s0": 8}
     assert [parse_cell_id(cid)["lag"] for cid in lagged] == [2, 8]
     off["train"]["async_lag"] = 1
-    with pytest.raises(ValueError, match="group 'off-policy': a lag list needs policy \\[off\\] and no train.async_lag"):
+    with pytest.raises(
+        ValueError, match="group 'off-policy': a lag list needs policy \\[off\\] and no train.async_lag"
+    ):
         expand_grid(config)
 
 
@@ -207,7 +258,9 @@ def test_two_configs_in_one_checkout_keep_their_own_trees_and_leave_tracked_file
     subprocess.run(["git", "init", "-q"], cwd=ci_run, check=True)
     (ci_run / ".gitignore").write_text((ROOT / ".gitignore").read_text())
     subprocess.run(["git", "add", "-A"], cwd=ci_run, check=True)
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "tracked"], cwd=ci_run, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "tracked"], cwd=ci_run, check=True
+    )
     before = {path: path.read_bytes() for path in (ci_run / CI_OUT).rglob("*.csv")}
     assert before
     other = load_config("test")
@@ -216,12 +269,17 @@ def test_two_configs_in_one_checkout_keep_their_own_trees_and_leave_tracked_file
     other["groups"] = other["groups"][:1]
     (ci_run / "config" / "other.yaml").write_text(yaml.safe_dump(other))
     subprocess.run(["git", "add", "config/other.yaml"], cwd=ci_run, check=True)
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "other"], cwd=ci_run, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "other"], cwd=ci_run, check=True
+    )
     (base,) = (ci_run / "results" / "bases").iterdir()
     built = (base / "model" / "model.safetensors").stat().st_mtime_ns
     result = snakemake(ci_run, "--cores", "2", "--configfile", "config/other.yaml")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "build_base" not in job_counts(result.stdout + result.stderr) and job_counts(result.stdout + result.stderr)["train"] == 1
+    assert (
+        "build_base" not in job_counts(result.stdout + result.stderr)
+        and job_counts(result.stdout + result.stderr)["train"] == 1
+    )
     assert [path.name for path in (ci_run / "results" / "bases").iterdir()] == [base.name]
     assert (base / "model" / "model.safetensors").stat().st_mtime_ns == built
     assert {path: path.read_bytes() for path in (ci_run / CI_OUT).rglob("*.csv")} == before
@@ -241,7 +299,10 @@ def test_the_smollm2_study_in_miniature_trains_and_evaluates_an_on_and_an_off_po
     configs = ("--configfile", "config/smollm2.yaml", "config/overlays/smollm2-mini.yaml")
     mini = load_config("smollm2", overlay="smollm2-mini")
     cells = expand_grid(mini)
-    chosen = [next(cell for cell in cells.values() if cell.policy == policy and cell.kl == "k1-reward") for policy in ("on", "off")]
+    chosen = [
+        next(cell for cell in cells.values() if cell.policy == policy and cell.kl == "k1-reward")
+        for policy in ("on", "off")
+    ]
     out = folder / "results" / "smollm2-mini"
     targets = [str((out / "cells" / cell.id / "eval" / "results.json").relative_to(folder)) for cell in chosen]
     result = snakemake(folder, "--cores", "2", *targets, *configs, timeout=1800)

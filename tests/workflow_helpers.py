@@ -10,9 +10,20 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKFLOW_FILES = ("Snakefile", "workflow/rules", "workflow/schemas", "workflow/report", "config", "envs", "profiles", "paper_figures")
+WORKFLOW_FILES = (
+    "Snakefile",
+    "workflow/rules",
+    "workflow/schemas",
+    "workflow/report",
+    "config",
+    "envs",
+    "profiles",
+    "paper_figures",
+)
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
-FIGURES = sorted(path.stem for path in (ROOT / "paper_figures").glob("*.py"))  # one figure per script, as figures.smk finds them
+FIGURES = sorted(
+    path.stem for path in (ROOT / "paper_figures").glob("*.py")
+)  # one figure per script, as figures.smk finds them
 
 
 # Runs each figure script as `python paper_figures/<name>.py --tables T --out O` would, one after
@@ -71,15 +82,27 @@ def _snakemake_env() -> dict:
 
 def snakemake(folder: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [str(SNAKEMAKE), *args], cwd=folder, capture_output=True, text=True, env=_snakemake_env(), timeout=timeout, check=False
+        [str(SNAKEMAKE), *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env=_snakemake_env(),
+        timeout=timeout,
+        check=False,
     )
 
 
 def start_snakemake(folder: Path, *args: str, log: Path) -> subprocess.Popen:
     """Snakemake in the background, leading a process group of its own (its jobs are in it)."""
     with log.open("ab") as handle:
-        return subprocess.Popen([str(SNAKEMAKE), *args], cwd=folder, stdout=handle, stderr=subprocess.STDOUT,
-                                env=_snakemake_env(), start_new_session=True)
+        return subprocess.Popen(
+            [str(SNAKEMAKE), *args],
+            cwd=folder,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env=_snakemake_env(),
+            start_new_session=True,
+        )
 
 
 def job_counts(output: str) -> dict[str, int]:

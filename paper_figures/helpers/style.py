@@ -31,17 +31,34 @@ from matplotlib.lines import Line2D  # noqa: E402
 from klrl.estimators import STANDARD_CONFIGS  # noqa: E402  (each configuration's colour)
 
 HERE = Path(__file__).parents[1]  # paper_figures/
-LINE_STYLES = ["-", (0, (5, 2)), (0, (1.5, 1.5)), (0, (6, 2, 1.5, 2)), (0, (3, 1.5, 1, 1.5, 1, 1.5)), (0, (9, 3))]  # largest β first
-plt.rcParams.update({
-    "figure.dpi": 110, "savefig.dpi": 200, "axes.spines.top": False, "axes.spines.right": False, "font.size": 9,
-    "legend.handlelength": 3.5, "legend.frameon": False, "pdf.fonttype": 42,
-})
+LINE_STYLES = [
+    "-",
+    (0, (5, 2)),
+    (0, (1.5, 1.5)),
+    (0, (6, 2, 1.5, 2)),
+    (0, (3, 1.5, 1, 1.5, 1, 1.5)),
+    (0, (9, 3)),
+]  # largest β first
+plt.rcParams.update(
+    {
+        "figure.dpi": 110,
+        "savefig.dpi": 200,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "font.size": 9,
+        "legend.handlelength": 3.5,
+        "legend.frameon": False,
+        "pdf.fonttype": 42,
+    }
+)
 
 
 def color(kl: str) -> str:
     """The KL configuration's colour (klrl.estimators.STANDARD_CONFIGS); another name is an error naming it."""
     if kl not in STANDARD_CONFIGS:
-        raise KeyError(f"no colour for KL configuration {kl!r}: add it to STANDARD_CONFIGS in workflow/klrl/estimators.py")
+        raise KeyError(
+            f"no colour for KL configuration {kl!r}: add it to STANDARD_CONFIGS in workflow/klrl/estimators.py"
+        )
     return STANDARD_CONFIGS[kl]
 
 
@@ -55,7 +72,9 @@ def arguments(description: str) -> argparse.Namespace:
 def read(tables: Path, name: str) -> pd.DataFrame:
     path = tables / f"{name}.csv"
     if not path.is_file():
-        raise SystemExit(f"{path}: missing; run `snakemake --cores all aggregate` (or `python -m klrl aggregate`) first")
+        raise SystemExit(
+            f"{path}: missing; run `snakemake --cores all aggregate` (or `python -m klrl aggregate`) first"
+        )
     return pd.read_csv(path)
 
 
@@ -74,7 +93,9 @@ def title(figure, claim: str, note: str = "", width: int = 100) -> None:
 
 def _visible_tick_labels(axis, limits) -> list:
     low, high = sorted(limits)
-    return [tick.label1 for tick in axis.get_major_ticks() if low <= tick.get_loc() <= high and tick.label1.get_visible()]
+    return [
+        tick.label1 for tick in axis.get_major_ticks() if low <= tick.get_loc() <= high and tick.label1.get_visible()
+    ]
 
 
 def _text_boxes(figure) -> list[tuple[str, str, object]]:
@@ -83,13 +104,22 @@ def _text_boxes(figure) -> list[tuple[str, str, object]]:
     texts = [(f"figure text {text.get_text()[:40]!r}", "", text) for text in figure.texts]
     boxes = [("figure legend", "", legend.get_window_extent(renderer)) for legend in figure.legends]
     for i, ax in enumerate(figure.axes):
-        texts += [(f"axes {i} text {text.get_text()[:40]!r}", "", text) for text in (ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts)]
+        texts += [
+            (f"axes {i} text {text.get_text()[:40]!r}", "", text)
+            for text in (ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts)
+        ]
         for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
-            texts += [(f"axes {i} tick {label.get_text()!r}", f"{i}{axis.axis_name}" if label.get_rotation() else "", label)
-                      for label in _visible_tick_labels(axis, limits)]
+            texts += [
+                (f"axes {i} tick {label.get_text()!r}", f"{i}{axis.axis_name}" if label.get_rotation() else "", label)
+                for label in _visible_tick_labels(axis, limits)
+            ]
         if ax.get_legend() is not None:
             boxes.append((f"axes {i} legend", "", ax.get_legend().get_window_extent(renderer)))
-    boxes += [(name, group, text.get_window_extent(renderer)) for name, group, text in texts if text.get_visible() and text.get_text()]
+    boxes += [
+        (name, group, text.get_window_extent(renderer))
+        for name, group, text in texts
+        if text.get_visible() and text.get_text()
+    ]
     return boxes
 
 
@@ -157,30 +187,74 @@ def plot_curves(ax, curves: pd.DataFrame, metric: str, selection: list[tuple[str
             seed = seed.dropna()
             ax.plot(seed.index, seed.to_numpy(), linewidth=0.7, alpha=0.3, **style)
             if (cells.loc[cells["cell"] == cell, "status"] == "diverged").any():
-                ax.plot(seed.index[-1:], seed.to_numpy()[-1:], marker="x", markersize=8, markeredgewidth=1.8, linestyle="none", color=style["color"])
+                ax.plot(
+                    seed.index[-1:],
+                    seed.to_numpy()[-1:],
+                    marker="x",
+                    markersize=8,
+                    markeredgewidth=1.8,
+                    linestyle="none",
+                    color=style["color"],
+                )
         complete = wide.dropna()
         if len(wide.columns) > 1:
-            ax.fill_between(complete.index, complete.min(axis=1), complete.max(axis=1), color=style["color"], alpha=0.15, linewidth=0)
+            ax.fill_between(
+                complete.index,
+                complete.min(axis=1),
+                complete.max(axis=1),
+                color=style["color"],
+                alpha=0.15,
+                linewidth=0,
+            )
         ax.plot(complete.index, complete.mean(axis=1), linewidth=1.8, **style)
     ax.set_xlabel("training step" + (f"  ({dropped} NaN value{'s' * (dropped > 1)} not drawn)" if dropped else ""))
     return handles
 
 
-def curve_figure(curves: pd.DataFrame, selection: list[tuple[str, float, str]], panels: list[tuple[str, str]], claim: str, out: Path, name: str) -> None:
+def curve_figure(
+    curves: pd.DataFrame,
+    selection: list[tuple[str, float, str]],
+    panels: list[tuple[str, str]],
+    claim: str,
+    out: Path,
+    name: str,
+) -> None:
     """One panel per (metric, y label), each with the selected configurations' curves; one legend
     for the figure, outside the panels."""
-    figure, axes = plt.subplots(1, len(panels), figsize=(4.3 * len(panels) + (3.2 if len(panels) == 1 else 0.6), 3.9 if len(panels) == 1 else 4.3), squeeze=False, layout="constrained")
+    figure, axes = plt.subplots(
+        1,
+        len(panels),
+        figsize=(4.3 * len(panels) + (3.2 if len(panels) == 1 else 0.6), 3.9 if len(panels) == 1 else 4.3),
+        squeeze=False,
+        layout="constrained",
+    )
     styles = beta_styles(curves["beta"])
     for ax, (metric, ylabel) in zip(axes[0], panels):
         handles = plot_curves(ax, curves, metric, selection, styles)
         ax.set_ylabel(ylabel)
         ax.set_ylim(bottom=0)  # every curve metric is ≥ 0: accuracies, entropy, KL
-    handles.append(Line2D([], [], color="gray", marker="x", markersize=8, markeredgewidth=1.8, linestyle="none", label="a seed diverged here"))
+    handles.append(
+        Line2D(
+            [],
+            [],
+            color="gray",
+            marker="x",
+            markersize=8,
+            markeredgewidth=1.8,
+            linestyle="none",
+            label="a seed diverged here",
+        )
+    )
     if len(panels) == 1:
         figure.legend(handles=handles, loc="outside right center", fontsize=8)
     else:
         figure.legend(handles=handles, loc="outside lower center", ncol=min(4, len(handles)), fontsize=8)
-    title(figure, claim, "line: seed mean; band: range over seeds; faint lines: each seed", width=int(13 * figure.get_figwidth()))
+    title(
+        figure,
+        claim,
+        "line: seed mean; band: range over seeds; faint lines: each seed",
+        width=int(13 * figure.get_figwidth()),
+    )
     save(figure, out, name)
 
 

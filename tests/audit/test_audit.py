@@ -46,7 +46,11 @@ def _flipped(compute):
 
 
 def test_planted_bugs_are_caught():
-    settings = [klrl_setting("k1-reward"), klrl_setting("k1-reward", _under_no_grad, " under no_grad"), klrl_setting("k1-reward", _flipped, " sign flipped")]
+    settings = [
+        klrl_setting("k1-reward"),
+        klrl_setting("k1-reward", _under_no_grad, " under no_grad"),
+        klrl_setting("k1-reward", _flipped, " sign flipped"),
+    ]
     rows = audit_rows(settings, 2, 3)
     on = {row["setting"]: row for row in rows if row["mode"] == "on"}
     assert on["k1-reward"]["estimates"] == "sequence-reverse-kl" and on["k1-reward"]["rel_bias"] < 1e-12

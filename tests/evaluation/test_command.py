@@ -19,12 +19,28 @@ from conftest import records
 def test_evaluate_command_writes_scores_and_per_sample_logs(tiny_base, eval_data, tmp_path):
     out = tmp_path / "base" / "tiny" / "eval" / "results.json"
     command = [sys.executable, "-m", "klrl", "evaluate", "--model", str(tiny_base), "--tasks", "arith", "arith-long"]
-    command += ["--data-dir", str(eval_data), "--out", str(out), "--samples", "3", "--max-new-tokens", "6", "--threads", "1"]
+    command += [
+        "--data-dir",
+        str(eval_data),
+        "--out",
+        str(out),
+        "--samples",
+        "3",
+        "--max-new-tokens",
+        "6",
+        "--threads",
+        "1",
+    ]
     result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads(out.read_text())
     assert summary["decoding"] == {
-        "samples": 3, "greedy": False, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 6, "chat_template": True
+        "samples": 3,
+        "greedy": False,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "max_new_tokens": 6,
+        "chat_template": True,
     }
     tokenizer = AutoTokenizer.from_pretrained(tiny_base)
     for task in ("arith", "arith-long"):
@@ -44,7 +60,9 @@ def test_evaluate_command_writes_scores_and_per_sample_logs(tiny_base, eval_data
         assert score["pass@1"] == pytest.approx(mean, abs=1e-12)
         assert score["stderr"] == pytest.approx(stderr, abs=1e-12)
         assert (score["problems"], score["samples"]) == (12, 3)
-    assert summary["timing_s"]["overhead"] == pytest.approx(summary["timing_s"]["total"] - summary["timing_s"]["generation"])
+    assert summary["timing_s"]["overhead"] == pytest.approx(
+        summary["timing_s"]["total"] - summary["timing_s"]["generation"]
+    )
 
 
 def test_a_malformed_dataset_row_is_named_before_any_model_loads(tiny_base, eval_data, tmp_path):
@@ -64,7 +82,9 @@ def test_scores_and_files_reach_the_cells_mlflow_run(tiny_base, eval_data, tmp_p
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     client = MlflowClient()
-    mlflow_run = client.create_run(client.create_experiment("test", artifact_location=(tmp_path / "artifacts").as_uri()))
+    mlflow_run = client.create_run(
+        client.create_experiment("test", artifact_location=(tmp_path / "artifacts").as_uri())
+    )
     out = tmp_path / "eval" / "results.json"
     parser = ArgumentParser()
     add_arguments(parser)  # the verb's own parser: its defaults for every option not given here

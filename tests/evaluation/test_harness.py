@@ -25,7 +25,9 @@ def test_every_registered_task_gets_an_lm_eval_config_that_reads_its_prepared_da
     manager = TaskManager(include_path=str(tmp_path), include_defaults=False, metadata={"data_dir": str(eval_data)})
     assert set(manager.all_subtasks) == {lm_eval_task_name(task) for task in TASKS}
     loaded = manager.load([lm_eval_task_name("arith-long")])["tasks"]["klrl_arith_long"]
-    assert [doc["id"] for doc in loaded.eval_docs] == [row["id"] for row in read_split(eval_data / "arith-long" / "test.jsonl")]
+    assert [doc["id"] for doc in loaded.eval_docs] == [
+        row["id"] for row in read_split(eval_data / "arith-long" / "test.jsonl")
+    ]
 
 
 def test_decoding_rejects_what_it_cannot_mean():
@@ -36,7 +38,10 @@ def test_decoding_rejects_what_it_cannot_mean():
     assert Decoding(samples=1, greedy=True).generation_kwargs()["do_sample"] is False
 
 
-SHOTS = [{"user": "What is 3 plus 4?", "assistant": "3 plus 4 is 7. \\boxed{7}"}, {"user": "What is 25 minus 3?", "assistant": "\\boxed{22}"}]
+SHOTS = [
+    {"user": "What is 3 plus 4?", "assistant": "3 plus 4 is 7. \\boxed{7}"},
+    {"user": "What is 25 minus 3?", "assistant": "\\boxed{22}"},
+]
 
 
 @pytest.mark.parametrize("shots", [[], SHOTS], ids=["zero-shot", "two-shots"])
@@ -57,7 +62,9 @@ def test_greedy_evaluation_sees_exactly_what_the_trainer_sees(talkative_base, ev
     rows = read_split(data / task / "test.jsonl")
     assert [len(chat_messages(row)) for row in rows] == [2 * len(shots) + 1] * len(rows)
     contexts = [sample["arguments"][0][0] for sample in logged]
-    assert contexts == [tokenizer.apply_chat_template(chat_messages(row), add_generation_prompt=True, tokenize=False) for row in rows]
+    assert contexts == [
+        tokenizer.apply_chat_template(chat_messages(row), add_generation_prompt=True, tokenize=False) for row in rows
+    ]
     sampler = HFSampler((tokenizer.eos_token_id,), tokenizer.pad_token_id, max_new_tokens=10, temperature=0)
     ours = completion_texts(tokenizer, sampler.sample(model, encode_prompts(tokenizer, rows), None))
     theirs = [sample["filtered_resps"][0][0] for sample in logged]
@@ -70,7 +77,9 @@ def test_greedy_evaluation_sees_exactly_what_the_trainer_sees(talkative_base, ev
 def test_a_trained_checkpoint_evaluates(tiny_base, eval_data, tmp_path):
     config = tiny_config(tiny_base, eval_data / "arith", group_size=2, max_new_tokens=4, eval_size=2)
     Trainer(config, tmp_path / "train").run()
-    results, timing = evaluate(str(tmp_path / "train" / "final"), ["arith"], eval_data, Decoding(samples=2, max_new_tokens=4))
+    results, timing = evaluate(
+        str(tmp_path / "train" / "final"), ["arith"], eval_data, Decoding(samples=2, max_new_tokens=4)
+    )
     assert results["n-samples"]["klrl_arith"]["effective"] == 12
     assert all(len(s["filtered_resps"][0]) == 2 for s in results["samples"]["klrl_arith"])
     assert timing["generation"] > 0
@@ -82,7 +91,10 @@ def test_an_evaluation_collects_no_environment_report_and_is_seeded(tiny_base, e
     import torch.utils.collect_env
 
     monkeypatch.setattr(torch.utils.collect_env, "get_pretty_env_info", lambda: pytest.fail("torch's collect_env ran"))
-    runs = [evaluate(str(tiny_base), ["arith"], eval_data, Decoding(samples=2, max_new_tokens=4), limit=3, seed=seed)[0] for seed in (1, 1, 2)]
+    runs = [
+        evaluate(str(tiny_base), ["arith"], eval_data, Decoding(samples=2, max_new_tokens=4), limit=3, seed=seed)[0]
+        for seed in (1, 1, 2)
+    ]
     texts = [[sample["filtered_resps"][0] for sample in results["samples"]["klrl_arith"]] for results in runs]
     assert texts[0] == texts[1] != texts[2]
     assert "pretty_env_info" not in runs[0]
@@ -107,13 +119,21 @@ def test_lm_eval_stops_where_the_trainer_stops(talkative_folder, eval_data):
     model = AutoModelForCausalLM.from_pretrained(talkative_folder).eval()
     rows = read_split(eval_data / "arith" / "test.jsonl")
     prompts = encode_prompts(tokenizer, rows)
-    free = HFSampler((tokenizer.eos_token_id,), tokenizer.pad_token_id, max_new_tokens=10, temperature=0).sample(model, prompts, None)
+    free = HFSampler((tokenizer.eos_token_id,), tokenizer.pad_token_id, max_new_tokens=10, temperature=0).sample(
+        model, prompts, None
+    )
     generated = free.completion_ids[free.completion_mask.bool()].tolist()
     stop = max(set(generated) - {tokenizer.eos_token_id}, key=generated.count)
-    (talkative_folder / "generation_config.json").write_text(json.dumps({"eos_token_id": [tokenizer.eos_token_id, stop]}))
-    sampler = HFSampler(stop_token_ids(tokenizer, talkative_folder), tokenizer.pad_token_id, max_new_tokens=10, temperature=0)
+    (talkative_folder / "generation_config.json").write_text(
+        json.dumps({"eos_token_id": [tokenizer.eos_token_id, stop]})
+    )
+    sampler = HFSampler(
+        stop_token_ids(tokenizer, talkative_folder), tokenizer.pad_token_id, max_new_tokens=10, temperature=0
+    )
     ours = completion_texts(tokenizer, sampler.sample(model, prompts, None))
-    results, _ = evaluate(str(talkative_folder), ["arith"], eval_data, Decoding(samples=1, greedy=True, max_new_tokens=10))
+    results, _ = evaluate(
+        str(talkative_folder), ["arith"], eval_data, Decoding(samples=1, greedy=True, max_new_tokens=10)
+    )
     theirs = [s["filtered_resps"][0][0] for s in sorted(results["samples"]["klrl_arith"], key=lambda s: s["doc_id"])]
     assert theirs == ours
     assert ours != completion_texts(tokenizer, free)  # the stop token cut some completions short

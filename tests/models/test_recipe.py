@@ -27,7 +27,9 @@ def test_a_recipe_is_hashed_resolved_so_equal_recipes_share_a_folder():
     assert recipe_hash("tiny", {"mix": dict(reversed(mix.items()))}) == recipe_hash("tiny", {"mix": mix})
     assert recipe("tiny", {})["build_version"] == BUILD_VERSIONS["tiny"]
     config = {"models": {"tiny": {"pretrain": {"steps": 5}}}}
-    assert str(built_folder("tiny", config["models"])) == f"results/bases/tiny-{recipe_hash('tiny', {'steps': 5})}/model"
+    assert (
+        str(built_folder("tiny", config["models"])) == f"results/bases/tiny-{recipe_hash('tiny', {'steps': 5})}/model"
+    )
     assert str(built_folder("smollm2-135m")) == f"results/bases/smollm2-135m-{recipe_hash('smollm2-135m', None)}/model"
 
 
@@ -37,7 +39,10 @@ def test_a_smollm2_recipe_is_its_layers_and_the_whole_model_keeps_its_folder():
     assert recipe_hash("smollm2-135m", {}) == recipe_hash("smollm2-135m", {"layers": 30}) == whole
     assert recipe_hash("smollm2-135m", {"layers": 2}) not in (whole, recipe_hash("smollm2-135m", {"layers": 3}))
     declared = {"smollm2-135m": {"convert": {"layers": 2}}}
-    assert str(built_folder("smollm2-135m", declared)) == f"results/bases/smollm2-135m-{recipe_hash('smollm2-135m', {'layers': 2})}/model"
+    assert (
+        str(built_folder("smollm2-135m", declared))
+        == f"results/bases/smollm2-135m-{recipe_hash('smollm2-135m', {'layers': 2})}/model"
+    )
     assert build_arguments("smollm2-135m", {"layers": 2}) == ["--model", "smollm2-135m", "--layers", "2"]
     assert build_arguments("smollm2-135m", {"layers": 30}) == ["--model", "smollm2-135m"]
 
@@ -49,14 +54,21 @@ def test_recipe_errors_are_one_line_and_name_the_key():
         tiny_recipe({"mix": {"math": 1.0}})
     with pytest.raises(ValueError, match="^floor: 'arith/t2' is not '<task>/greedy' or '<task>/t1'"):
         tiny_recipe({"floor": {"arith/t2": 0.5}})
-    with pytest.raises(ValueError, match="^models.smollm2-135m.pretrain: smollm2-135m is converted, not pretrained; its recipe is models.smollm2-135m.convert$"):
+    with pytest.raises(
+        ValueError,
+        match="^models.smollm2-135m.pretrain: smollm2-135m is converted, not pretrained; its recipe is models.smollm2-135m.convert$",
+    ):
         recipe_options("smollm2-135m", {"smollm2-135m": {"pretrain": {"steps": 3}}})
-    with pytest.raises(ValueError, match="^models.tiny.convert: tiny is pretrained, not converted; its recipe is models.tiny.pretrain$"):
+    with pytest.raises(
+        ValueError, match="^models.tiny.convert: tiny is pretrained, not converted; its recipe is models.tiny.pretrain$"
+    ):
         recipe_options("tiny", {"tiny": {"convert": {"layers": 2}}})
     with pytest.raises(ValueError, match="^models.smollm2-135m.convert: unknown key 'steps'; known: layers$"):
         recipe("smollm2-135m", {"steps": 3})
     for layers in (0, 31, 2.5, True):
-        with pytest.raises(ValueError, match=f"^models.smollm2-135m.convert.layers: {layers!r} is not a number of layers from 1 to 30$"):
+        with pytest.raises(
+            ValueError, match=f"^models.smollm2-135m.convert.layers: {layers!r} is not a number of layers from 1 to 30$"
+        ):
             recipe("smollm2-135m", {"layers": layers})
     with pytest.raises(ValueError, match="'qwen' is not built here; built here: tiny, smollm2-135m"):
         built_folder("qwen")
@@ -86,11 +98,22 @@ def test_the_default_corpus_is_pinned():
     for _ in range(8):
         tokens, labels, _mask = next(batches)
         digest.update(tokens.numpy().tobytes() + labels.numpy().tobytes())
-    assert digest.hexdigest()[:16] == DEFAULT_CORPUS, "the corpus changed: bump BUILD_VERSIONS['tiny'], then DEFAULT_CORPUS"
+    assert digest.hexdigest()[:16] == DEFAULT_CORPUS, (
+        "the corpus changed: bump BUILD_VERSIONS['tiny'], then DEFAULT_CORPUS"
+    )
 
 
 def test_pretrain_base_refuses_a_bad_recipe_in_one_line(tmp_path):
-    command = [sys.executable, "-m", "klrl", "pretrain-base", "--out", str(tmp_path / "m"), "--floor", '{"arith/t2": 0.5}']
+    command = [
+        sys.executable,
+        "-m",
+        "klrl",
+        "pretrain-base",
+        "--out",
+        str(tmp_path / "m"),
+        "--floor",
+        '{"arith/t2": 0.5}',
+    ]
     result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [

@@ -177,9 +177,7 @@ def test_chat_template_is_chatml(tokenizer):
 @pytest.mark.slow
 def test_greedy_chat_answer(model, tokenizer):
     messages = [{"role": "user", "content": "What is the capital of France?"}]
-    inputs = tokenizer.apply_chat_template(
-        messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
-    )
+    inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
     with torch.no_grad():
         out = model.generate(**inputs, max_new_tokens=12, do_sample=False)
     answer = tokenizer.decode(out[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
@@ -222,7 +220,9 @@ def test_a_truncated_conversion_is_the_whole_models_first_layers(folder, model, 
     short = AutoModelForCausalLM.from_pretrained(short_folder).eval()
     assert short.config.num_hidden_layers == 2
     whole, kept = model.state_dict(), short.state_dict()
-    assert set(kept) == {name for name in whole if not name.startswith("model.layers.") or name.split(".")[2] in ("0", "1")}
+    assert set(kept) == {
+        name for name in whole if not name.startswith("model.layers.") or name.split(".")[2] in ("0", "1")
+    }
     assert all(torch.equal(kept[name], whole[name]) for name in kept)
     for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json"):
         assert (short_folder / name).read_bytes() == (folder / name).read_bytes()

@@ -53,7 +53,9 @@ def test_folder_loads_with_transformers_and_keeps_its_report(folder):
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder)
     assert model.config.model_type == "llama"
-    assert tokenizer.apply_chat_template([{"role": "user", "content": "1+1"}], tokenize=False, add_generation_prompt=True) == render("1+1")
+    assert tokenizer.apply_chat_template(
+        [{"role": "user", "content": "1+1"}], tokenize=False, add_generation_prompt=True
+    ) == render("1+1")
     assert model.generation_config.eos_token_id == tokenizer.eos_token_id
     report = json.loads((folder / "klrl_pretrain.json").read_text())
     assert report["config"]["steps"] == 4 and report["parameters"] == sum(p.numel() for p in model.parameters())
@@ -71,11 +73,21 @@ def test_folder_loads_with_lm_eval(folder):
 
 
 def test_models_are_built_here_or_declared_with_a_hub_id():
-    declared = {"qwen2.5-7b": {"hub": "Qwen/Qwen2.5-7B", "revision": "v1", "stop_tokens": ["<|im_end|>"]}, "tiny": {"jobs": {}}}
+    declared = {
+        "qwen2.5-7b": {"hub": "Qwen/Qwen2.5-7B", "revision": "v1", "stop_tokens": ["<|im_end|>"]},
+        "tiny": {"jobs": {}},
+    }
     qwen = get_base_model("qwen2.5-7b", declared)
-    assert (qwen.build, qwen.hub_id, qwen.revision, qwen.stop_tokens) == ("hub", "Qwen/Qwen2.5-7B", "v1", ("<|im_end|>",))
+    assert (qwen.build, qwen.hub_id, qwen.revision, qwen.stop_tokens) == (
+        "hub",
+        "Qwen/Qwen2.5-7B",
+        "v1",
+        ("<|im_end|>",),
+    )
     assert get_base_model("tiny", declared).build == "pretrain"
-    with pytest.raises(ValueError, match="unknown base model 'gpt2'; built here: tiny, smollm2-135m; declared with hub: qwen2.5-7b"):
+    with pytest.raises(
+        ValueError, match="unknown base model 'gpt2'; built here: tiny, smollm2-135m; declared with hub: qwen2.5-7b"
+    ):
         get_base_model("gpt2", declared)
     with pytest.raises(ValueError, match="models.tiny: 'tiny' is built here"):
         get_base_model("tiny", {"tiny": {"hub": "x/y"}})
@@ -109,7 +121,11 @@ def test_the_build_records_its_recipe_competence_and_weights(folder):
     from klrl.models.recipe import recipe_hash
 
     report = json.loads((folder / "klrl_pretrain.json").read_text())
-    assert report["recipe_hash"] == recipe_hash("tiny", report["config"]) == recipe_hash("tiny", TinyConfig(steps=4, **SMALL).__dict__)
+    assert (
+        report["recipe_hash"]
+        == recipe_hash("tiny", report["config"])
+        == recipe_hash("tiny", TinyConfig(steps=4, **SMALL).__dict__)
+    )
     assert report["weights_sha256"] == sha256_file(folder / "model.safetensors")
     assert set(report["competence"]) == set(report["config"]["check_tasks"])
     for score in report["competence"].values():
@@ -123,7 +139,10 @@ def test_a_build_below_its_floor_fails_in_one_line_and_keeps_the_model(tmp_path)
     with pytest.raises(ValueError) as caught:
         pretrain_tiny(out, config, log_every=0)
     kept = tmp_path / "model.below-floor"
-    assert str(caught.value) == f"tiny base below its recipe's floor: arith/greedy 0.000 < 0.500; the model is kept in {kept}"
+    assert (
+        str(caught.value)
+        == f"tiny base below its recipe's floor: arith/greedy 0.000 < 0.500; the model is kept in {kept}"
+    )
     assert not out.exists() and AutoModelForCausalLM.from_pretrained(kept).config.model_type == "llama"
     report = json.loads((kept / "klrl_pretrain.json").read_text())
     assert report["below_floor"] == ["arith/greedy 0.000 < 0.500"] and report["competence"]["arith"]["greedy"] == 0.0
@@ -138,14 +157,20 @@ def test_the_competence_check_scores_what_klrl_evaluate_scores(talkative_base, t
     from klrl.models.competence import MAX_NEW_TOKENS, measure_competence
     from klrl.tasks.data import prepare
 
-    monkeypatch.setitem(rewards.REWARDS, "arithmetic", lambda completions, references: [float(len(text) % 2 == 0) for text in completions])
+    monkeypatch.setitem(
+        rewards.REWARDS,
+        "arithmetic",
+        lambda completions, references: [float(len(text) % 2 == 0) for text in completions],
+    )
     tasks = ["arith", "arith-long"]
     config = TinyConfig(check_tasks=tasks, check_problems=12, check_samples=2, floor={})
     model = AutoModelForCausalLM.from_pretrained(talkative_base).eval()
     competence = measure_competence(model, AutoTokenizer.from_pretrained(talkative_base), config)
     for task in tasks:
         prepare(task, tmp_path / task, seed=0, sizes={"train": 4, "test": 12})
-    results, _ = evaluate(str(talkative_base), tasks, tmp_path, Decoding(samples=1, greedy=True, max_new_tokens=MAX_NEW_TOKENS))
+    results, _ = evaluate(
+        str(talkative_base), tasks, tmp_path, Decoding(samples=1, greedy=True, max_new_tokens=MAX_NEW_TOKENS)
+    )
     for task in tasks:
         theirs = results["results"][lm_eval_task_name(task)]["pass@1,all-samples"]
         assert 0 < competence[task]["greedy"] == round(theirs, 4) < 1

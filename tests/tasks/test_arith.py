@@ -73,6 +73,7 @@ def test_corruption_changes_exactly_one_digit():
 def test_pretraining_corruption_rate():
     rng = random.Random(2)
     pairs = [pretraining_example("arith", rng, 0.6) for _ in range(4000)]
+
     def value(problem):
         op = "+" if "+" in problem else "-"
         a, b = map(int, problem.split(op))

@@ -45,7 +45,20 @@ def test_shots_go_into_every_row_and_the_manifest(tmp_path):
     assert "shots" not in read_split(tmp_path / "z" / "train.jsonl")[0]
     with pytest.raises(ValueError, match="shots: must be a list of"):
         prepare("arith", tmp_path / "bad", sizes={"train": 2, "test": 2}, shots=[{"user": "q", "assistant": 2}])
-    command = [sys.executable, "-m", "klrl", "prepare-data", "--task", "arith", "--out", str(tmp_path / "cli"), "--train-size", "2", "--test-size", "2"]
+    command = [
+        sys.executable,
+        "-m",
+        "klrl",
+        "prepare-data",
+        "--task",
+        "arith",
+        "--out",
+        str(tmp_path / "cli"),
+        "--train-size",
+        "2",
+        "--test-size",
+        "2",
+    ]
     refused = subprocess.run([*command, "--shots", "[{not json"], capture_output=True, text=True)
     assert refused.returncode == 2 and "argument --shots: not JSON" in refused.stderr
     assert not (tmp_path / "cli").exists()
@@ -63,7 +76,10 @@ def test_prepare_rejects_sizes_for_a_split_the_task_lacks(tmp_path):
         ("[1, 2]", "bad.jsonl:2: a row must be a JSON object"),
         ('{"id": "x", "problem": "p", "prompt": "p", "meta": {}}', "bad.jsonl:2: field 'answer' must be a str"),
         ('{"id": "x", "problem": "p", "prompt": "p", "answer": 3, "meta": {}}', "field 'answer' must be a str, got 3"),
-        ('{"id": "x", "problem": "p", "prompt": "p", "answer": "2", "meta": {}, "shots": [{"user": "q"}]}', "bad.jsonl:2: field 'shots': must be a list of"),
+        (
+            '{"id": "x", "problem": "p", "prompt": "p", "answer": "2", "meta": {}, "shots": [{"user": "q"}]}',
+            "bad.jsonl:2: field 'shots': must be a list of",
+        ),
     ],
 )
 def test_a_malformed_row_is_named_by_file_and_line(tmp_path, line, message):
@@ -77,8 +93,13 @@ def test_a_malformed_row_is_named_by_file_and_line(tmp_path, line, message):
 def test_prepare_data_command(tmp_path):
     out = tmp_path / "countdown"
     cmd = [sys.executable, "-m", "klrl", "prepare-data", "--task", "countdown", "--out", str(out)]
-    result = subprocess.run([*cmd, "--train-size", "6", "--test-size", "4", "--seed", "1"], capture_output=True, text=True)
+    result = subprocess.run(
+        [*cmd, "--train-size", "6", "--test-size", "4", "--seed", "1"], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
     assert "train.jsonl: 6, test.jsonl: 4" in result.stdout
     rows = read_split(out / "train.jsonl")
-    assert get_reward("countdown")([f"\\boxed{{{r['meta']['solution']}}}" for r in rows], [r["answer"] for r in rows]) == [1.0] * 6
+    assert (
+        get_reward("countdown")([f"\\boxed{{{r['meta']['solution']}}}" for r in rows], [r["answer"] for r in rows])
+        == [1.0] * 6
+    )

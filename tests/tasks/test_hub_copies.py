@@ -50,17 +50,33 @@ def _parquet_repo(repo, tables: dict[str, dict[str, list[dict]]], features: data
     for config, splits in tables.items():
         for split, rows in splits.items():
             (repo / config).mkdir(parents=True, exist_ok=True)
-            datasets.Dataset.from_list(rows, features=features).to_parquet(repo / config / f"{split}-00000-of-00001.parquet")
-        info.append({"config_name": config, "features": features._to_yaml_list(), "splits": [{"name": s, "num_examples": len(r)} for s, r in splits.items()]})
-        configs.append({"config_name": config, "data_files": [{"split": split, "path": f"{config}/{split}-*"} for split in splits]})
+            datasets.Dataset.from_list(rows, features=features).to_parquet(
+                repo / config / f"{split}-00000-of-00001.parquet"
+            )
+        info.append(
+            {
+                "config_name": config,
+                "features": features._to_yaml_list(),
+                "splits": [{"name": s, "num_examples": len(r)} for s, r in splits.items()],
+            }
+        )
+        configs.append(
+            {"config_name": config, "data_files": [{"split": split, "path": f"{config}/{split}-*"} for split in splits]}
+        )
     _card(repo / "README.md", {"language": ["en"], "license": "mit", "dataset_info": info, "configs": configs}, title)
 
 
 def _math500_rows() -> list[dict]:
     raws = records(math_task.FIXTURE)
     return [
-        {"problem": raw["problem"], "solution": raw["solution"], "answer": math_task.solution_answer(raw["solution"]),
-         "subject": raw["type"], "level": i % 5 + 1, "unique_id": f"test/{raw['type'].lower()}/{100 + i}.json"}
+        {
+            "problem": raw["problem"],
+            "solution": raw["solution"],
+            "answer": math_task.solution_answer(raw["solution"]),
+            "subject": raw["type"],
+            "level": i % 5 + 1,
+            "unique_id": f"test/{raw['type'].lower()}/{100 + i}.json",
+        }
         for i, raw in enumerate(raws[:6])
     ]
 
@@ -76,7 +92,10 @@ def _mmlu_tables() -> dict:
 
 def _math_train_tables() -> dict:
     raws = records(math_task.FIXTURE)
-    configs = {subject: [raw for raw in raws if raw["type"].lower().replace(" & ", "_and_").replace(" ", "_") == subject] for subject in math_task.SUBJECTS}
+    configs = {
+        subject: [raw for raw in raws if raw["type"].lower().replace(" & ", "_and_").replace(" ", "_") == subject]
+        for subject in math_task.SUBJECTS
+    }
     return {subject: {"train": rows, "test": rows[:1]} for subject, rows in configs.items()}
 
 
@@ -87,7 +106,11 @@ def hub_copies(tmp_path, monkeypatch):
     mirror = tmp_path / "mirror"
     math500 = mirror / math_task.TEST_HUB
     math500.mkdir(parents=True)
-    _card(math500 / "README.md", {"task_categories": ["text-generation"], "language": ["en"], "pretty_name": "MATH-500"}, "Dataset Card for MATH-500")
+    _card(
+        math500 / "README.md",
+        {"task_categories": ["text-generation"], "language": ["en"], "pretty_name": "MATH-500"},
+        "Dataset Card for MATH-500",
+    )
     (math500 / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in _math500_rows()))
     _parquet_repo(mirror / mmlu.HUB, _mmlu_tables(), MMLU_FEATURES, "MMLU")
     _parquet_repo(mirror / math_task.TRAIN_HUB, _math_train_tables(), MATH_FEATURES, "MATH")
@@ -98,7 +121,9 @@ def hub_copies(tmp_path, monkeypatch):
 
 def test_math500_and_math_train_read_from_copies_of_the_hub(hub_copies, tmp_path):
     math500 = _math500_rows()
-    assert math_task.load_math("test") == [math_task.convert(raw, raw["unique_id"], math_task.TEST_HUB) for raw in math500]
+    assert math_task.load_math("test") == [
+        math_task.convert(raw, raw["unique_id"], math_task.TEST_HUB) for raw in math500
+    ]
     expected_train = [
         math_task.convert(raw, f"math/train/{subject}/{i}", f"{math_task.TRAIN_HUB}[{subject}]")
         for subject, splits in _math_train_tables().items()
@@ -114,13 +139,19 @@ def test_math500_and_math_train_read_from_copies_of_the_hub(hub_copies, tmp_path
 def test_mmlu_reads_each_subjects_test_split_from_a_copy_of_the_hub(hub_copies):
     for subject, splits in _mmlu_tables().items():
         rows = mmlu.load_mmlu(subject)
-        assert rows == [mmlu.convert(raw, f"mmlu/{subject}/{i}", f"{mmlu.HUB}[{subject}]") for i, raw in enumerate(splits["test"])]
-        assert [row["answer"] for row in rows] == ["ABCD"[raw["answer"]] for raw in splits["test"]]  # the class label read back as its index
+        assert rows == [
+            mmlu.convert(raw, f"mmlu/{subject}/{i}", f"{mmlu.HUB}[{subject}]") for i, raw in enumerate(splits["test"])
+        ]
+        assert [row["answer"] for row in rows] == [
+            "ABCD"[raw["answer"]] for raw in splits["test"]
+        ]  # the class label read back as its index
 
 
 def test_a_mirror_without_the_repository_is_an_error_naming_the_folder(tmp_path, monkeypatch):
     monkeypatch.setenv(MIRROR, str(tmp_path))
-    with pytest.raises(ValueError, match=f"{MIRROR}={tmp_path} has no copy of the Hub dataset cais/mmlu .*{tmp_path}/cais/mmlu"):
+    with pytest.raises(
+        ValueError, match=f"{MIRROR}={tmp_path} has no copy of the Hub dataset cais/mmlu .*{tmp_path}/cais/mmlu"
+    ):
         mmlu.load_mmlu("college_physics")
     monkeypatch.delenv(MIRROR)
     assert hub_dataset("cais/mmlu") == "cais/mmlu"

@@ -136,8 +136,14 @@ def test_math_hub_branch_concatenates_the_seven_configs(fake_datasets):
         for subject in math_task.SUBJECTS
     }
     math500 = [
-        {"problem": raw["problem"], "solution": raw["solution"], "answer": math_task.solution_answer(raw["solution"]),
-         "subject": raw["type"], "level": i + 1, "unique_id": f"test/x/{i}.json"}
+        {
+            "problem": raw["problem"],
+            "solution": raw["solution"],
+            "answer": math_task.solution_answer(raw["solution"]),
+            "subject": raw["type"],
+            "level": i + 1,
+            "unique_id": f"test/x/{i}.json",
+        }
         for i, raw in enumerate(raws[:4])
     ]
     tables[(math_task.TEST_HUB, None, "test")] = math500
@@ -165,5 +171,3 @@ def test_math_hub_branch_concatenates_the_seven_configs(fake_datasets):
     tables[(math_task.TRAIN_HUB, "geometry", "train")] = [{**GOOD, "solution": "no box"}]
     with pytest.raises(ValueError, match=r"EleutherAI/hendrycks_math\[geometry\] row math/train/geometry/0: "):
         math_task.load_math("train")
-
-

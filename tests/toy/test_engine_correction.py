@@ -42,7 +42,9 @@ def test_sequence_weights_remove_the_engine_bias_on_both_terms(problem, name, mo
     config, engine = KLConfig.from_name(name, beta=1.0), _engine(problem, mode)
     truth = expected_gradient(problem, config, mode)
     weights, metrics = _weights(problem, mode, engine, EngineCorrection("sequence", "truncate", cap=1e6))
-    assert metrics["fraction_corrected"] == 0 and metrics["max_abs_log_ratio"] > 0.1  # the cap does not act; the engines differ
+    assert (
+        metrics["fraction_corrected"] == 0 and metrics["max_abs_log_ratio"] > 0.1
+    )  # the cap does not act; the engines differ
     corrected = expected_gradient(problem, config, mode, engine, EngineCorrection("sequence", "truncate", cap=1e6))
     torch.testing.assert_close(corrected, truth, rtol=1e-9, atol=1e-12)
     assert _rel(expected_gradient(problem, config, mode, engine), truth) > 0.05
@@ -53,9 +55,16 @@ def test_token_weights_are_exact_for_one_token_completions_only(problem):
     token = EngineCorrection("token", "truncate", cap=1e6)
     short = make_problem(vocab=4, horizon=1, seed=0)
     engine = _engine(short, "off")
-    torch.testing.assert_close(expected_gradient(short, config, "off", engine, token), expected_gradient(short, config, "off"), rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(
+        expected_gradient(short, config, "off", engine, token),
+        expected_gradient(short, config, "off"),
+        rtol=1e-9,
+        atol=1e-12,
+    )
     engine = _engine(problem, "off")
-    assert _rel(expected_gradient(problem, config, "off", engine, token), expected_gradient(problem, config, "off")) > 0.01
+    assert (
+        _rel(expected_gradient(problem, config, "off", engine, token), expected_gradient(problem, config, "off")) > 0.01
+    )
 
 
 @pytest.mark.parametrize("mode", ["truncate", "mask"])

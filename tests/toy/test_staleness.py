@@ -23,4 +23,6 @@ def test_prefix_weighted_variance_grows_with_length_slower_than_whole_sequence_w
     std = {(row["config"], row["horizon"]): row["rel_std"] for row in rows}
     assert std[("k1-reward-prefixis", 1)] < std[("k1-reward-prefixis", 4)] < std[("k1-reward-prefixis", 8)]
     assert std[("k1-reward-prefixis", 8)] < 0.7 * std[("k1-reward-seqis", 8)]
-    assert std[("k1-reward-prefixis", 1)] == pytest.approx(std[("k1-reward-seqis", 1)], rel=0.2)  # one step: the same weight
+    assert std[("k1-reward-prefixis", 1)] == pytest.approx(
+        std[("k1-reward-seqis", 1)], rel=0.2
+    )  # one step: the same weight

@@ -36,7 +36,14 @@ CELL = "tiny__k3-loss__b0.1__on__s0"
 
 
 def _settings(tiny_base, arith_data, **overrides) -> dict:
-    small = {"prompts_per_step": 2, "group_size": 2, "max_new_tokens": 4, "eval_size": 2, "checkpoint_every": 1, "threads": 1}
+    small = {
+        "prompts_per_step": 2,
+        "group_size": 2,
+        "max_new_tokens": 4,
+        "eval_size": 2,
+        "checkpoint_every": 1,
+        "threads": 1,
+    }
     return tiny_settings(tiny_base, arith_data, "k3-loss", 0.1, **(small | overrides))
 
 
@@ -46,7 +53,9 @@ def _write_config(path: Path, settings: dict) -> Path:
 
 
 def _git_head() -> str:
-    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 @pytest.fixture(scope="module")
@@ -70,9 +79,15 @@ def _rest(address: str, endpoint: str, body: dict | None = None) -> dict:
 
 def _cell_runs(address: str, experiment_id: str) -> dict[str, dict]:
     """The cell's runs by run id: status and tags, from runs/search."""
-    runs = _rest(address, "runs/search", {"experiment_ids": [experiment_id], "filter": f"tags.`klrl.key` = '{CELL}'"})["runs"]
+    runs = _rest(address, "runs/search", {"experiment_ids": [experiment_id], "filter": f"tags.`klrl.key` = '{CELL}'"})[
+        "runs"
+    ]
     return {
-        run["info"]["run_id"]: {"status": run["info"]["status"], "name": run["info"]["run_name"], "tags": {t["key"]: t["value"] for t in run["data"]["tags"]}}
+        run["info"]["run_id"]: {
+            "status": run["info"]["status"],
+            "name": run["info"]["run_name"],
+            "tags": {t["key"]: t["value"] for t in run["data"]["tags"]},
+        }
         for run in runs
     }
 
@@ -84,11 +99,15 @@ def _grid(tmp_path, uri, experiment):
 
 
 def _train(config, out, runs_file):
-    return klrl(["train", "--config", str(config), "--out", str(out), "--mlflow-runs", str(runs_file), "--mlflow-key", CELL])
+    return klrl(
+        ["train", "--config", str(config), "--out", str(out), "--mlflow-runs", str(runs_file), "--mlflow-key", CELL]
+    )
 
 
 @pytest.mark.slow
-def test_a_changed_setting_is_a_new_run_and_the_old_one_is_kept_superseded(server, tiny_base, arith_data, tmp_path, monkeypatch):
+def test_a_changed_setting_is_a_new_run_and_the_old_one_is_kept_superseded(
+    server, tiny_base, arith_data, tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     runs_file, grid = _grid(tmp_path, server, "attempts")
     out = tmp_path / "cells" / CELL / "train"
@@ -107,13 +126,29 @@ def test_a_changed_setting_is_a_new_run_and_the_old_one_is_kept_superseded(serve
     assert runs[second]["tags"]["klrl.status"] == "completed" and runs[second]["tags"]["klrl.attempt_number"] == "2"
     assert runs[second]["tags"]["mlflow.parentRunId"] == grid["runs"]["grid"]
     assert {key: runs[second]["tags"][key] for key in ("model", "kl", "beta", "policy", "seed", "group")} == {
-        "model": "tiny", "kl": "k3-loss", "beta": "0.1", "policy": "on", "seed": "0", "group": "on-policy"}
+        "model": "tiny",
+        "kl": "k3-loss",
+        "beta": "0.1",
+        "policy": "on",
+        "seed": "0",
+        "group": "on-policy",
+    }
     assert runs[second]["tags"]["mlflow.source.git.commit"] == _git_head()
     # the old attempt's files, whole, under superseded/1/; the new one in place; the settings file untouched
     old = out / "superseded" / "1"
-    assert yaml.safe_load((old / "config.yaml").read_text())["lr"] == 1e-2 and yaml.safe_load((out / "config.yaml").read_text())["lr"] == 2e-2
-    assert json.loads((old / "status.json").read_text())["status"] == "completed" and (old / "final" / "config.json").is_file()
-    assert len((old / "metrics.jsonl").read_text().splitlines()) == 3 == len((out / "metrics.jsonl").read_text().splitlines())
+    assert (
+        yaml.safe_load((old / "config.yaml").read_text())["lr"] == 1e-2
+        and yaml.safe_load((out / "config.yaml").read_text())["lr"] == 2e-2
+    )
+    assert (
+        json.loads((old / "status.json").read_text())["status"] == "completed"
+        and (old / "final" / "config.json").is_file()
+    )
+    assert (
+        len((old / "metrics.jsonl").read_text().splitlines())
+        == 3
+        == len((out / "metrics.jsonl").read_text().splitlines())
+    )
     assert json.loads((old / "mlflow_run.json").read_text())["run_id"] == first
     assert json.loads((out / "mlflow_run.json").read_text())["run_id"] == second
     assert (out / "settings.json").read_text() == "{}\n"
@@ -129,12 +164,27 @@ def test_a_changed_setting_is_a_new_run_and_the_old_one_is_kept_superseded(serve
 
 
 @pytest.mark.slow
-def test_a_killed_trainer_is_ended_by_reconcile_and_a_rerun_continues_its_run(server, tiny_base, arith_data, tmp_path, monkeypatch):
+def test_a_killed_trainer_is_ended_by_reconcile_and_a_rerun_continues_its_run(
+    server, tiny_base, arith_data, tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     runs_file, grid = _grid(tmp_path, server, "kills")
     out = tmp_path / "cells" / CELL / "train"
     config = _write_config(tmp_path / "cell.yaml", _settings(tiny_base, arith_data, steps=12, checkpoint_every=3))
-    command = [sys.executable, "-m", "klrl", "train", "--config", str(config), "--out", str(out), "--mlflow-runs", str(runs_file), "--mlflow-key", CELL]
+    command = [
+        sys.executable,
+        "-m",
+        "klrl",
+        "train",
+        "--config",
+        str(config),
+        "--out",
+        str(out),
+        "--mlflow-runs",
+        str(runs_file),
+        "--mlflow-key",
+        CELL,
+    ]
     with (tmp_path / "train.log").open("wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 300
@@ -146,18 +196,27 @@ def test_a_killed_trainer_is_ended_by_reconcile_and_a_rerun_continues_its_run(se
     run_id = grid["runs"][CELL]
     assert _cell_runs(server, grid["experiment_id"])[run_id]["status"] == "RUNNING"
 
-    assert reconcile(runs_file, tmp_path) == {f"{CELL} ({run_id})": "killed", f"grid ({grid['runs']['grid']})": "completed"}
+    assert reconcile(runs_file, tmp_path) == {
+        f"{CELL} ({run_id})": "killed",
+        f"grid ({grid['runs']['grid']})": "completed",
+    }
     assert _cell_runs(server, grid["experiment_id"])[run_id]["status"] == "KILLED"
     assert reconcile(runs_file, tmp_path) == {}  # idempotent
 
     assert _train(config, out, runs_file) == 0
     runs = _cell_runs(server, grid["experiment_id"])
-    assert list(runs) == [run_id] and runs[run_id]["status"] == "FINISHED" and runs[run_id]["tags"]["klrl.status"] == "completed"
+    assert (
+        list(runs) == [run_id]
+        and runs[run_id]["status"] == "FINISHED"
+        and runs[run_id]["tags"]["klrl.status"] == "completed"
+    )
     assert not (out / "superseded").exists()
     # the run's metrics continue across the kill: each step once, the values of metrics.jsonl
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     for key in ("rollout/reward_mean", "kl/k1", "periodic_eval/pass@1"):
-        history = _rest(server, "metrics/get-history", {"run_id": run_id, "metric_key": key.replace("@", "_at_")})["metrics"]
+        history = _rest(server, "metrics/get-history", {"run_id": run_id, "metric_key": key.replace("@", "_at_")})[
+            "metrics"
+        ]
         logged = sorted((point["step"], point["value"]) for point in history)
         assert logged == [(record["step"], pytest.approx(record[key])) for record in records if key in record], key
 
@@ -186,7 +245,10 @@ def test_a_diverged_cell_is_finished_with_its_reason(tmp_path, monkeypatch):
     (folder / "final" / "config.json").write_text("{}")
     write_status(folder, "diverged", 5, "collapse at step 5: accuracy 0.010 over the last 2 steps, 0.500 at the start")
     assert reconcile(tmp_path / "runs.json", tmp_path)[f"{CELL} ({record['runs'][CELL]})"] == "diverged"
-    for key, reason in ((other, "non-finite loss or gradient at step 3"), (CELL, "collapse at step 5: accuracy 0.010 over the last 2 steps, 0.500 at the start")):
+    for key, reason in (
+        (other, "non-finite loss or gradient at step 3"),
+        (CELL, "collapse at step 5: accuracy 0.010 over the last 2 steps, 0.500 at the start"),
+    ):
         run = client.get_run(record["runs"][key])
         assert run.info.status == "FINISHED"
         assert (run.data.tags["klrl.status"], run.data.tags["klrl.diverged_reason"]) == ("diverged", reason)
@@ -196,7 +258,9 @@ def test_reconcile_leaves_a_live_trainers_run_and_sets_unstarted_ones_back_to_sc
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     unstarted = "tiny__k1-reward__b0.1__on__s0"
-    record = track_grid("alive", uri, [CELL, unstarted], tmp_path / "runs.json", {CELL: "on-policy", unstarted: "on-policy"})
+    record = track_grid(
+        "alive", uri, [CELL, unstarted], tmp_path / "runs.json", {CELL: "on-policy", unstarted: "on-policy"}
+    )
     client = MlflowClient(uri)
     assert {client.get_run(record["runs"][key]).info.status for key in (CELL, unstarted)} == {"SCHEDULED"}
     for key in (CELL, unstarted):  # as a store of older code left them
@@ -206,7 +270,9 @@ def test_reconcile_leaves_a_live_trainers_run_and_sets_unstarted_ones_back_to_sc
     (folder / "config.yaml").write_text("steps: 2\n")
     (folder / "train.lock").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": "now"}))
     assert reconcile(tmp_path / "runs.json", tmp_path) == {
-        f"{unstarted} ({record['runs'][unstarted]})": "scheduled", f"grid ({record['runs']['grid']})": "completed"}
+        f"{unstarted} ({record['runs'][unstarted]})": "scheduled",
+        f"grid ({record['runs']['grid']})": "completed",
+    }
     assert client.get_run(record["runs"][CELL]).info.status == "RUNNING"
     assert client.get_run(record["runs"][unstarted]).info.status == "SCHEDULED"
 
@@ -223,8 +289,14 @@ def test_only_a_change_of_what_is_computed_starts_a_new_attempt(tmp_path):
     (folder / "final").mkdir()
     (folder / "superseded" / "1").mkdir(parents=True)
     os.replace(folder / "final", folder / "superseded" / "1" / "final")  # as a kill in the middle of the move leaves it
-    assert begin_attempt(folder, from_mapping(TrainConfig, settings | {"lr": 2e-2}, "test")) == folder / "superseded" / "1"
-    assert sorted(path.name for path in (folder / "superseded" / "1").iterdir()) == ["config.yaml", "final", "metrics.jsonl"]
+    assert (
+        begin_attempt(folder, from_mapping(TrainConfig, settings | {"lr": 2e-2}, "test")) == folder / "superseded" / "1"
+    )
+    assert sorted(path.name for path in (folder / "superseded" / "1").iterdir()) == [
+        "config.yaml",
+        "final",
+        "metrics.jsonl",
+    ]
     assert sorted(path.name for path in folder.iterdir()) == ["config.yaml", "superseded"]
     assert yaml.safe_load((folder / "config.yaml").read_text())["lr"] == 2e-2
     assert begin_attempt(folder, from_mapping(TrainConfig, settings, "test")) == folder / "superseded" / "2"

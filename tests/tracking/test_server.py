@@ -39,15 +39,30 @@ needs_postgres = pytest.mark.skipif(
 
 def _start(state: Path, port: int) -> subprocess.Popen:
     """`python -m klrl tracking-server` in a session of its own, once its server answers."""
-    command = [sys.executable, "-m", "klrl", "tracking-server", "--state", str(state), "--port", str(port), "--workers", "2"]
-    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    command = [
+        sys.executable,
+        "-m",
+        "klrl",
+        "tracking-server",
+        "--state",
+        str(state),
+        "--port",
+        str(port),
+        "--workers",
+        "2",
+    ]
+    server = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     for _ in range(240):
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
                 return server
         except OSError:
             if server.poll() is not None:
-                raise RuntimeError(f"klrl tracking-server exited with {server.returncode}: {server.stdout.read()[-3000:]}")
+                raise RuntimeError(
+                    f"klrl tracking-server exited with {server.returncode}: {server.stdout.read()[-3000:]}"
+                )
             time.sleep(0.5)
     server.send_signal(signal.SIGINT)
     raise RuntimeError("klrl tracking-server did not answer within 120 s")
@@ -70,8 +85,22 @@ def state():
 
 
 def _load(address: str, report: Path, writers: int, seconds: float) -> subprocess.Popen:
-    command = [sys.executable, "-m", "klrl", "tracking-load", "--uri", address, "--writers", str(writers), "--seconds", str(seconds),
-               "--artifact-every", "5", "--report", str(report)]
+    command = [
+        sys.executable,
+        "-m",
+        "klrl",
+        "tracking-load",
+        "--uri",
+        address,
+        "--writers",
+        str(writers),
+        "--seconds",
+        str(seconds),
+        "--artifact-every",
+        "5",
+        "--report",
+        str(report),
+    ]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 

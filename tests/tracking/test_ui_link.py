@@ -41,21 +41,37 @@ def test_the_printed_address_opens_the_runs_table_in_a_fresh_profile(tmp_path, m
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     store = f"sqlite:///{tmp_path}/mlflow.db"
     track_grid("ui-link", store, [CELL], tmp_path / "runs.json", {CELL: "on-policy"})
-    command = [sys.executable, "-m", "klrl", "ui", "--config", str(_config(tmp_path, store)), "--port", str(free_port())]
-    ui = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    command = [
+        sys.executable,
+        "-m",
+        "klrl",
+        "ui",
+        "--config",
+        str(_config(tmp_path, store)),
+        "--port",
+        str(free_port()),
+    ]
+    ui = subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True
+    )
     try:
         printed = ui.stdout.readline()
         assert printed.startswith("MLflow UI: http://127.0.0.1:"), printed
         address = printed.split()[2]
-        assert address.endswith(f"/#/experiments/{yaml.safe_load((tmp_path / 'runs.json').read_text())['experiment_id']}/runs")
+        assert address.endswith(
+            f"/#/experiments/{yaml.safe_load((tmp_path / 'runs.json').read_text())['experiment_id']}/runs"
+        )
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch_persistent_context(
-                str(tmp_path / "profile"), executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+                str(tmp_path / "profile"), executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
+            )
             page = browser.new_page()
             page.goto(address)
             # the runs table: its run-name cells, the first the grid's parent run (its cell folded under it)
             parent = page.get_by_text("grid", exact=True)
-            page.locator("[role=row]", has=parent).locator("button[data-component-id*=runnamecellrenderer]").wait_for(timeout=120_000)
+            page.locator("[role=row]", has=parent).locator("button[data-component-id*=runnamecellrenderer]").wait_for(
+                timeout=120_000
+            )
             assert page.get_by_text("Training runs", exact=True).is_visible()
             assert "/runs" in page.url
             browser.close()

@@ -18,7 +18,8 @@ QWEN_TURNS = (
     "<|im_start|>user\nWhat is 2+3?<|im_end|>\n<|im_start|>assistant\n"
 )
 RENDERED = {
-    "qwen2.5-7b": "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n" + QWEN_TURNS,
+    "qwen2.5-7b": "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+    + QWEN_TURNS,
     "llama3.1-8b-instruct": (
         "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>"
         "<|start_header_id|>user<|end_header_id|>\n\nWhat is 1+1?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n\\boxed{2}<|eot_id|>"
@@ -34,7 +35,9 @@ def test_a_row_renders_as_the_model_is_prompted(name, tmp_path):
     ids = encode_prompts(tokenizer, [ROW])[0]
     assert tokenizer.decode(ids) == RENDERED[name]
     specials = [token for token in PAPER_MODELS[name].special_tokens if token in RENDERED[name]]
-    assert sum(ids.count(tokenizer.convert_tokens_to_ids(token)) for token in specials) == sum(RENDERED[name].count(token) for token in specials)
+    assert sum(ids.count(tokenizer.convert_tokens_to_ids(token)) for token in specials) == sum(
+        RENDERED[name].count(token) for token in specials
+    )
     assert tokenizer.bos_token is None or ids.count(tokenizer.bos_token_id) == 1  # the template's BOS, not a second one
 
 
@@ -61,7 +64,9 @@ def test_a_completion_ends_at_the_end_of_turn_and_its_answer_is_rewarded(name, t
     model = PAPER_MODELS[name]
     tokenizer, network = AutoTokenizer.from_pretrained(folder), AutoModelForCausalLM.from_pretrained(folder)
     stops = stop_token_ids(tokenizer, folder)
-    assert tokenizer.convert_ids_to_tokens(list(stops)) == list(dict.fromkeys([tokenizer.eos_token, *model.generation_eos, model.end_of_turn]))
+    assert tokenizer.convert_ids_to_tokens(list(stops)) == list(
+        dict.fromkeys([tokenizer.eos_token, *model.generation_eos, model.end_of_turn])
+    )
     answer, after = (tokenizer.encode(text, add_special_tokens=False) for text in ("\\boxed{5}", "\n\\boxed{7}"))
     script = answer + [tokenizer.convert_tokens_to_ids(model.end_of_turn)] + after
     prompts = encode_prompts(tokenizer, [ROW])

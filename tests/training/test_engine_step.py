@@ -18,13 +18,17 @@ from training.test_step import BETA, _parity_reward, hand_written_loss, learn_ca
 
 @pytest.mark.slow
 @pytest.mark.parametrize("correction", [None, "token-truncate", "sequence-truncate"])
-def test_engine_weights_multiply_both_terms_of_the_applied_gradient(tiny_base, arith_data, tmp_path, monkeypatch, correction):
+def test_engine_weights_multiply_both_terms_of_the_applied_gradient(
+    tiny_base, arith_data, tmp_path, monkeypatch, correction
+):
     monkeypatch.setattr(trainer_module, "get_reward", lambda _: _parity_reward)
     config = tiny_config(
         tiny_base, arith_data, "k3-loss", BETA, reward="parity", steps=3, lr=0.05, grad_clip=1e9, micro_batch_size=5
     )
     trainer = Trainer(config, tmp_path)
-    trainer.learner.config.engine_correction = correction  # as a vllm run sets it (the hf sampler records no engine log-probs)
+    trainer.learner.config.engine_correction = (
+        correction  # as a vllm run sets it (the hf sampler records no engine log-probs)
+    )
     trainer.learner.config.engine_cap = 1.5
     torch.manual_seed(0)
     trainer.policy.load_state_dict({k: v + 0.05 * torch.randn_like(v) for k, v in trainer.policy.state_dict().items()})

@@ -15,7 +15,13 @@ from conftest import tiny_config
 KEYS = ("loss/total", "kl/k1", "rollout/reward_mean")
 CELLS = {
     "on-policy k1-reward": {"kl": "k1-reward", "beta": 0.1},
-    "off-policy k3-loss, lag 2": {"kl": "k3-loss", "beta": 0.1, "async_lag": 2, "advantage": "group-mean", "ratio_clamp": 8.0},
+    "off-policy k3-loss, lag 2": {
+        "kl": "k3-loss",
+        "beta": 0.1,
+        "async_lag": 2,
+        "advantage": "group-mean",
+        "ratio_clamp": 8.0,
+    },
 }
 GOLDEN = {  # [loss/total, kl/k1, rollout/reward_mean] at steps 0-4
     "on-policy k1-reward": [

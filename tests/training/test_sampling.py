@@ -13,7 +13,9 @@ from klrl.training.sampling import HFSampler, completion_mask, left_pad, next_to
 def _setup(tiny_base):
     tokenizer = AutoTokenizer.from_pretrained(tiny_base)
     model = AutoModelForCausalLM.from_pretrained(tiny_base).eval()
-    prompts = encode_prompts(tokenizer, [{"prompt": p} for p in ("12+30", "7-3", "Ann has 4 pens and gets 5 more. How many pens now?")])
+    prompts = encode_prompts(
+        tokenizer, [{"prompt": p} for p in ("12+30", "7-3", "Ann has 4 pens and gets 5 more. How many pens now?")]
+    )
     return tokenizer, model, prompts
 
 
@@ -86,7 +88,9 @@ def _qwen_style_tokenizer():
     vocab = {token: i for i, token in enumerate(["<unk>", "a", "b", "\n"])}
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     backend.add_special_tokens(["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
-    return PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|endoftext|>", chat_template=QWEN_STYLE_TEMPLATE)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, eos_token="<|endoftext|>", chat_template=QWEN_STYLE_TEMPLATE
+    )
 
 
 def test_a_turn_ends_at_the_end_of_turn_token_when_eos_differs(tmp_path):
@@ -107,10 +111,14 @@ def test_the_sampler_stops_at_a_stop_token_from_the_generation_config(talkative_
     tokenizer = AutoTokenizer.from_pretrained(talkative_folder)
     model = AutoModelForCausalLM.from_pretrained(talkative_folder).eval()
     prompts = encode_prompts(tokenizer, [{"prompt": p} for p in ("12+3=", "45-6=", "7+8=", "99-9=")])
-    free = HFSampler((tokenizer.eos_token_id,), tokenizer.pad_token_id, max_new_tokens=8, temperature=0).sample(model, prompts, None)
+    free = HFSampler((tokenizer.eos_token_id,), tokenizer.pad_token_id, max_new_tokens=8, temperature=0).sample(
+        model, prompts, None
+    )
     generated = free.completion_ids[free.completion_mask.bool()].tolist()
     stop = max(set(generated) - {tokenizer.eos_token_id}, key=generated.count)  # a token the model emits mid-completion
-    (talkative_folder / "generation_config.json").write_text(json.dumps({"eos_token_id": [tokenizer.eos_token_id, stop]}))
+    (talkative_folder / "generation_config.json").write_text(
+        json.dumps({"eos_token_id": [tokenizer.eos_token_id, stop]})
+    )
     stops = stop_token_ids(tokenizer, talkative_folder)
     assert stops == (tokenizer.eos_token_id, stop)
     cut = HFSampler(stops, tokenizer.pad_token_id, max_new_tokens=8, temperature=0).sample(model, prompts, None)

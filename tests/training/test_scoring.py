@@ -16,7 +16,11 @@ def _rollout(folder):
     different lengths (EOS mid-way, right padding)."""
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
-    rows = [{"prompt": p} for p in ("12+30", "7-3", "Ann has 4 pens and gets 5 more. How many pens now?") for _ in range(GROUP)]
+    rows = [
+        {"prompt": p}
+        for p in ("12+30", "7-3", "Ann has 4 pens and gets 5 more. How many pens now?")
+        for _ in range(GROUP)
+    ]
     sampler = HFSampler((tokenizer.eos_token_id,), tokenizer.pad_token_id, max_new_tokens=8)
     rollout = sampler.sample(model, encode_prompts(tokenizer, rows), torch.Generator().manual_seed(3))
     lengths = rollout.completion_mask.sum(-1)

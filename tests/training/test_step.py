@@ -19,7 +19,9 @@ def _parity_reward(completions, references):
     return [float(len(text) % 2) for text in completions]
 
 
-def hand_written_loss(name, logp, ref, mu, rewards, mask, group, advantage, aggregation, ratio_clamp, weights=None, rows=None):
+def hand_written_loss(
+    name, logp, ref, mu, rewards, mask, group, advantage, aggregation, ratio_clamp, weights=None, rows=None
+):
     """The paper's objective for one batch, term by term, in float64. mu is None on-policy
     (then the importance weights are πθ/stopgrad(πθ): 1 with the gradient of log πθ); `weights`
     (the engine correction's) multiply every token's terms; `rows` (a minibatch) keeps only those
@@ -60,7 +62,9 @@ def hand_written_loss(name, logp, ref, mu, rewards, mask, group, advantage, aggr
     return terms.sum() / (mask.shape[0] if aggregation == "seq-sum" else mask.sum())
 
 
-def learn_capturing_the_gradient(trainer, params, monkeypatch, rollout, rewards, step, update=-1) -> tuple[dict, torch.Tensor]:
+def learn_capturing_the_gradient(
+    trainer, params, monkeypatch, rollout, rewards, step, update=-1
+) -> tuple[dict, torch.Tensor]:
     """The learner's step on the rollout: its metrics and the gradient the optimizer applied (at
     its `update`-th optimizer step, the last by default)."""
     applied = []
@@ -87,7 +91,16 @@ def test_the_applied_gradient_is_the_hand_written_loss(tiny_base, arith_data, tm
         "micro_batch_size": 5 if off else None,
     }
     config = tiny_config(
-        tiny_base, arith_data, name, 0.0 if name == "none" else BETA, reward="parity", async_lag=int(off), steps=3, lr=0.05, grad_clip=1e9, **settings
+        tiny_base,
+        arith_data,
+        name,
+        0.0 if name == "none" else BETA,
+        reward="parity",
+        async_lag=int(off),
+        steps=3,
+        lr=0.05,
+        grad_clip=1e9,
+        **settings,
     )
     trainer = Trainer(config, tmp_path)
     torch.manual_seed(0)  # a policy away from the reference, so that every KL term is non-zero
@@ -108,7 +121,18 @@ def test_the_applied_gradient_is_the_hand_written_loss(tiny_base, arith_data, tm
         mu = token_logp(completion_logits(trainer.behaviour, rollout), rollout.completion_ids) if off else None
     if off:
         assert (logp.detach() - mu).abs().max() > 1e-3
-    loss = hand_written_loss(name, logp, ref, mu, rewards, mask, 4, settings["advantage"], settings["loss_aggregation"], settings["ratio_clamp"])
+    loss = hand_written_loss(
+        name,
+        logp,
+        ref,
+        mu,
+        rewards,
+        mask,
+        4,
+        settings["advantage"],
+        settings["loss_aggregation"],
+        settings["ratio_clamp"],
+    )
     expected = torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, params)])
 
     record, applied = learn_capturing_the_gradient(trainer, params, monkeypatch, rollout, rewards, trainer.step)
@@ -127,8 +151,18 @@ def test_a_minibatchs_gradient_is_its_own_hand_written_loss(tiny_base, arith_dat
     trained weights but not from this gradient."""
     monkeypatch.setattr(trainer_module, "get_reward", lambda _: _parity_reward)
     config = tiny_config(
-        tiny_base, arith_data, "k3-both", BETA, reward="parity", steps=2, lr=0.05, grad_clip=1e9,
-        minibatches=2, ppo_epochs=2, micro_batch_size=3, loss_aggregation=aggregation,
+        tiny_base,
+        arith_data,
+        "k3-both",
+        BETA,
+        reward="parity",
+        steps=2,
+        lr=0.05,
+        grad_clip=1e9,
+        minibatches=2,
+        ppo_epochs=2,
+        micro_batch_size=3,
+        loss_aggregation=aggregation,
     )
     trainer = Trainer(config, tmp_path)
     torch.manual_seed(0)

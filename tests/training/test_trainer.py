@@ -97,10 +97,14 @@ def test_reward_placement_shapes_the_advantage_not_the_loss(tiny_base, arith_dat
 def test_lag_zero_is_the_on_policy_path_and_lag_one_is_not(tiny_base, arith_data, tmp_path, parity_reward):
     runs = {}
     for lag in (0, 1):
-        trainer = Trainer(tiny_config(tiny_base, arith_data, async_lag=lag, kl="k3-loss", beta=0.1, steps=1), tmp_path / f"one{lag}")
+        trainer = Trainer(
+            tiny_config(tiny_base, arith_data, async_lag=lag, kl="k3-loss", beta=0.1, steps=1), tmp_path / f"one{lag}"
+        )
         trainer.run()
         runs[("one", lag)] = _weights(trainer.policy)
-        trainer = Trainer(tiny_config(tiny_base, arith_data, async_lag=lag, kl="k3-loss", beta=0.1, steps=3), tmp_path / f"three{lag}")
+        trainer = Trainer(
+            tiny_config(tiny_base, arith_data, async_lag=lag, kl="k3-loss", beta=0.1, steps=3), tmp_path / f"three{lag}"
+        )
         trainer.run()
         runs[("three", lag)] = _weights(trainer.policy)
     # at step 0 the lagged actor holds the same weights as the learner: the off-policy
@@ -152,7 +156,9 @@ def test_collapse_detector_stops_a_collapsing_cell(tiny_base, arith_data, tmp_pa
 
 @pytest.mark.slow
 def test_resume_after_a_real_kill_equals_an_uninterrupted_run(tiny_base, arith_data, tmp_path):
-    config = tiny_config(tiny_base, arith_data, steps=40, checkpoint_every=7, eval_every=10, kl="k3-loss", beta=0.1, async_lag=2)
+    config = tiny_config(
+        tiny_base, arith_data, steps=40, checkpoint_every=7, eval_every=10, kl="k3-loss", beta=0.1, async_lag=2
+    )
     path = tmp_path / "cell.yaml"
     path.write_text(yaml.safe_dump(config.to_dict()))
     command = [sys.executable, "-m", "klrl", "train", "--config", str(path), "--out"]
@@ -175,18 +181,37 @@ def test_resume_after_a_real_kill_equals_an_uninterrupted_run(tiny_base, arith_d
     whole = load_file(tmp_path / "whole" / "final" / "model.safetensors")
     resumed = load_file(cut / "final" / "model.safetensors")
     assert all(torch.equal(whole[name], resumed[name]) for name in whole)
-    assert _strip_times(read_metrics(cut / "metrics.jsonl")) == _strip_times(read_metrics(tmp_path / "whole" / "metrics.jsonl"))
+    assert _strip_times(read_metrics(cut / "metrics.jsonl")) == _strip_times(
+        read_metrics(tmp_path / "whole" / "metrics.jsonl")
+    )
     assert json.loads((cut / "status.json").read_text())["status"] == "completed"
     assert not (cut / "checkpoints").exists()
 
 
 @pytest.mark.parametrize("lag", [0, 2])
-@pytest.mark.parametrize("name", ["none", "k1-reward", "k1-loss", "k1-both", "k2-loss", "k3-reward", "k3-loss", "k3-both",
-                                  "k1-loss-tokis", "k3-loss-tokis", "k1-reward-seqis", "k1-reward-prefixis"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "none",
+        "k1-reward",
+        "k1-loss",
+        "k1-both",
+        "k2-loss",
+        "k3-reward",
+        "k3-loss",
+        "k3-both",
+        "k1-loss-tokis",
+        "k3-loss-tokis",
+        "k1-reward-seqis",
+        "k1-reward-prefixis",
+    ],
+)
 def test_every_kl_configuration_trains_on_and_off_policy(tiny_base, arith_data, tmp_path, parity_reward, name, lag):
     beta = 0.0 if name == "none" else 0.1
     advantage = "group-mean" if lag else "rloo"
-    config = tiny_config(tiny_base, arith_data, kl=name, beta=beta, async_lag=lag, advantage=advantage, ratio_clamp=8.0, steps=3)
+    config = tiny_config(
+        tiny_base, arith_data, kl=name, beta=beta, async_lag=lag, advantage=advantage, ratio_clamp=8.0, steps=3
+    )
     assert Trainer(config, tmp_path).run() == "completed"
     records = read_metrics(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in records] == [0, 1, 2, 3]
@@ -196,7 +221,9 @@ def test_every_kl_configuration_trains_on_and_off_policy(tiny_base, arith_data, 
 
 
 def test_ppo_minibatches_run_several_updates_per_batch(tiny_base, arith_data, tmp_path, parity_reward, monkeypatch):
-    config = tiny_config(tiny_base, arith_data, ppo_clip=0.2, ppo_epochs=2, minibatches=2, steps=1, kl="k3-loss", beta=0.1)
+    config = tiny_config(
+        tiny_base, arith_data, ppo_clip=0.2, ppo_epochs=2, minibatches=2, steps=1, kl="k3-loss", beta=0.1
+    )
     trainer = Trainer(config, tmp_path)
     steps = []
     original = trainer.optimizer.step
@@ -213,7 +240,11 @@ def test_metrics_reach_mlflow_when_tracking_is_on(tiny_base, arith_data, tmp_pat
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     client = MlflowClient()
     run = client.create_run(client.create_experiment("test", artifact_location=(tmp_path / "artifacts").as_uri()))
-    Trainer(tiny_config(tiny_base, arith_data, steps=2, kl="k1-reward", beta=0.1), tmp_path / "cell", Tracker(run.info.run_id)).run()
+    Trainer(
+        tiny_config(tiny_base, arith_data, steps=2, kl="k1-reward", beta=0.1),
+        tmp_path / "cell",
+        Tracker(run.info.run_id),
+    ).run()
     history = client.get_metric_history(run.info.run_id, "rollout/reward_mean")
     assert [m.step for m in history] == [0, 1]
     assert client.get_run(run.info.run_id).data.params["kl"] == "k1-reward"
@@ -221,12 +252,16 @@ def test_metrics_reach_mlflow_when_tracking_is_on(tiny_base, arith_data, tmp_pat
     assert [m.step for m in client.get_metric_history(run.info.run_id, "periodic_eval/pass_at_1")] == [0, 2]
 
 
-def test_the_sampler_is_synced_with_the_weights_it_samples_from(tiny_base, arith_data, tmp_path, parity_reward, monkeypatch):
+def test_the_sampler_is_synced_with_the_weights_it_samples_from(
+    tiny_base, arith_data, tmp_path, parity_reward, monkeypatch
+):
     """The contract a backend with its own weights (vllm) relies on: sync(model, version) hands over
     the weights of optimizer step `version`: the lagged ones for rollouts, the current for evaluations."""
     synced = []
     monkeypatch.setattr(HFSampler, "sync", lambda self, model, version: synced.append((version, _weights(model))))
-    trainer = Trainer(tiny_config(tiny_base, arith_data, async_lag=2, steps=4, kl="k3-loss", beta=0.1), tmp_path / "cell")
+    trainer = Trainer(
+        tiny_config(tiny_base, arith_data, async_lag=2, steps=4, kl="k3-loss", beta=0.1), tmp_path / "cell"
+    )
     policy_at, train_step = {}, trainer.train_step
 
     def recording_step():
@@ -264,11 +299,19 @@ def test_micro_batches_take_the_whole_batch_step(tiny_base, arith_data, tmp_path
     initial = _weights(AutoModelForCausalLM.from_pretrained(tiny_base))
     runs = {}
     for micro in (None, 3):
-        trainer = Trainer(tiny_config(tiny_base, arith_data, steps=3, micro_batch_size=micro, **settings), tmp_path / str(micro))
+        trainer = Trainer(
+            tiny_config(tiny_base, arith_data, steps=3, micro_batch_size=micro, **settings), tmp_path / str(micro)
+        )
         gradients = []
-        trainer.optimizer.register_step_pre_hook(lambda *_: gradients.append([p.grad.clone() for p in trainer.policy.parameters()]))
+        trainer.optimizer.register_step_pre_hook(
+            lambda *_: gradients.append([p.grad.clone() for p in trainer.policy.parameters()])
+        )
         trainer.run()
-        runs[micro] = (_strip_times(read_metrics(tmp_path / str(micro) / "metrics.jsonl")), _weights(trainer.policy), gradients[0])
+        runs[micro] = (
+            _strip_times(read_metrics(tmp_path / str(micro) / "metrics.jsonl")),
+            _weights(trainer.policy),
+            gradients[0],
+        )
     (whole, whole_weights, whole_first), (chunked, chunked_weights, chunked_first) = runs[None], runs[3]
     first_gap = _norm([a - b for a, b in zip(whole_first, chunked_first)]) / _norm(whole_first)
     assert first_gap < 1e-6, first_gap

@@ -28,7 +28,9 @@ def test_padding_with_the_eos_token_is_not_mistaken_for_an_eos():
 
 
 def test_engine_logprobs_follow_their_tokens_and_padding_is_zero():
-    rollout = completions_rollout([[5], [6]], [[9, EOS], [10, 11, 12]], PAD, EOS, logprobs=[[-0.5, -1.5], [-1.0, -2.0, -3.0]])
+    rollout = completions_rollout(
+        [[5], [6]], [[9, EOS], [10, 11, 12]], PAD, EOS, logprobs=[[-0.5, -1.5], [-1.0, -2.0, -3.0]]
+    )
     assert rollout.engine_logp.tolist() == [[-0.5, -1.5, 0.0], [-1.0, -2.0, -3.0]]
     assert rollout.apply(lambda tensor: tensor[1:]).engine_logp.tolist() == [[-1.0, -2.0, -3.0]]
     assert completions_rollout([[5]], [[9]], PAD, EOS).apply(lambda tensor: tensor[:1]).engine_logp is None

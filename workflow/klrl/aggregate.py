@@ -81,7 +81,14 @@ def _per_problem(samples: Path) -> pd.Series | None:
 def cell_tags(config: TrainConfig) -> dict:
     """What a row says of its cell, from the cell's resolved settings (lag: the actor's staleness, 0 on-policy)."""
     policy = "off" if config.async_lag else "on"
-    return {"model": config.model, "kl": config.kl.name, "beta": config.kl.beta, "policy": policy, "lag": config.async_lag, "seed": config.seed}
+    return {
+        "model": config.model,
+        "kl": config.kl.name,
+        "beta": config.kl.beta,
+        "policy": policy,
+        "lag": config.async_lag,
+        "seed": config.seed,
+    }
 
 
 class Results:
@@ -95,7 +102,9 @@ class Results:
     def _settings(self, cell: str) -> TrainConfig:
         path = self.layout.settings(cell)
         if not path.is_file():
-            raise ValueError(f"{path}: missing; the workflow writes each cell's settings before it trains (rule cell_settings)")
+            raise ValueError(
+                f"{path}: missing; the workflow writes each cell's settings before it trains (rule cell_settings)"
+            )
         return load_config(path)
 
     def status(self, cell: str) -> dict:
@@ -130,10 +139,19 @@ def score_rows(results: Results) -> list[dict]:
             base_score = base["tasks"].get(task, {}).get("pass@1")
             value = score.get("pass@1")
             rows.append(
-                {"cell": cell, **tags, "status": status["status"], "step": status["step"], "task": task,
-                 "pass@1": value, "stderr": score.get("stderr"), "problems": score.get("problems"),
-                 "samples": score.get("samples"), "base_pass@1": base_score,
-                 "delta_vs_base": None if value is None or base_score is None else value - base_score}
+                {
+                    "cell": cell,
+                    **tags,
+                    "status": status["status"],
+                    "step": status["step"],
+                    "task": task,
+                    "pass@1": value,
+                    "stderr": score.get("stderr"),
+                    "problems": score.get("problems"),
+                    "samples": score.get("samples"),
+                    "base_pass@1": base_score,
+                    "delta_vs_base": None if value is None or base_score is None else value - base_score,
+                }
             )
     return rows
 
@@ -155,10 +173,15 @@ def main_rows(results: Results) -> list[dict]:
         tasks = [task for cell in cells for task in results.evaluation(cell)["tasks"]]
         in_domain = next((task for cell in cells if (task := results.training_task(cell))), None)
         for task in dict.fromkeys(tasks) or [None]:
-            row = dict(zip(CONFIG_KEYS, key)) | {"task": task, "domain": None if task is None else ("in" if task == in_domain else "out")}
+            row = dict(zip(CONFIG_KEYS, key)) | {
+                "task": task,
+                "domain": None if task is None else ("in" if task == in_domain else "out"),
+            }
             per_seed = [series for cell in cells if task and (series := results.per_problem(cell, task)) is not None]
             row |= {"seeds": len(per_seed), "cells": len(cells), "status": _status_summary(statuses)}
-            row |= dict.fromkeys(("pass@1", "ci_lo", "ci_hi", "base_pass@1", "delta_vs_base", "delta_ci_lo", "delta_ci_hi"), np.nan)
+            row |= dict.fromkeys(
+                ("pass@1", "ci_lo", "ci_hi", "base_pass@1", "delta_vs_base", "delta_ci_lo", "delta_ci_hi"), np.nan
+            )
             if per_seed:
                 problems = per_seed[0].index
                 if any(not series.index.equals(problems) for series in per_seed):
@@ -207,7 +230,17 @@ def table1_rows(results: Results, toy_bias: pd.DataFrame | None) -> list[dict]:
                 tv = float(match["tv"].iloc[0])
         observed = [label for label in LABELS[:3] if counts[label]]
         behaviour = max(observed, key=lambda label: counts[label]) if observed else "missing"
-        rows.append({"kl": kl, "policy": policy, "toy_rel_bias": bias, "toy_tv": tv, "behaviour": behaviour, "cells": len(cells)} | counts)
+        rows.append(
+            {
+                "kl": kl,
+                "policy": policy,
+                "toy_rel_bias": bias,
+                "toy_tv": tv,
+                "behaviour": behaviour,
+                "cells": len(cells),
+            }
+            | counts
+        )
     return rows
 
 
@@ -216,7 +249,13 @@ PAPER_FINDINGS = (
     ("k1-loss", "on", "pass@1 below 0.1 for β ≥ 0.3 (unstable)", "in", lambda b: b >= 0.3),
     ("k3-reward", "on", "collapse at every β", "in", lambda b: True),
     ("k1-reward", "on", "stable, best in- and out-of-domain", "out", lambda b: True),
-    ("k3-loss", "on", "stable, worse than K1 in reward out of domain (college physics 0.429 vs 0.508)", "out", lambda b: True),
+    (
+        "k3-loss",
+        "on",
+        "stable, worse than K1 in reward out of domain (college physics 0.429 vs 0.508)",
+        "out",
+        lambda b: True,
+    ),
     ("k3-both", "on", "matches K1 in reward", "in", lambda b: True),
     ("none", "off", "collapses off-policy", "in", lambda b: True),
     ("k1-loss", "off", "collapses off-policy", "in", lambda b: True),
@@ -234,7 +273,9 @@ def paper_comparison_rows(main: pd.DataFrame, table1: pd.DataFrame, scale: str) 
         ours = "not in this grid"
         if len(picked):
             columns = picked[["task", "beta", "pass@1", "ci_lo", "ci_hi"]].itertuples(index=False)
-            ours = "pass@1 " + ", ".join(f"{task} β {b:g}: {v:.3f} [{lo:.3f}, {hi:.3f}]" for task, b, v, lo, hi in columns)
+            ours = "pass@1 " + ", ".join(
+                f"{task} β {b:g}: {v:.3f} [{lo:.3f}, {hi:.3f}]" for task, b, v, lo, hi in columns
+            )
         if len(behaviour):
             row = behaviour.iloc[0]
             ours += f"; behaviour {row['behaviour']} ({', '.join(f'{row[label]} {label}' for label in LABELS if row[label])})"
@@ -245,7 +286,10 @@ def paper_comparison_rows(main: pd.DataFrame, table1: pd.DataFrame, scale: str) 
 def table2_rows(path: Path = LIBRARY_KEYS) -> list[dict]:
     libraries = yaml.safe_load(path.read_text())["libraries"]
     configs = list(dict.fromkeys(config for library in libraries.values() for config in library["configs"]))
-    return [{"kl": config} | {name: library["configs"].get(config, "") for name, library in libraries.items()} for config in configs]
+    return [
+        {"kl": config} | {name: library["configs"].get(config, "") for name, library in libraries.items()}
+        for config in configs
+    ]
 
 
 def write_table(frame: pd.DataFrame, folder: Path, name: str, formats=("csv", "md", "tex")) -> None:
@@ -274,9 +318,19 @@ def aggregate(cells: list[str], out: Path, root: Path, scale: str = "toy") -> di
     tables["table2"] = pd.DataFrame(table2_rows())
     tables["claims"] = pd.DataFrame(claim_rows(results), columns=CLAIM_COLUMNS)
     tables["variance"] = pd.DataFrame(variance_rows(results), columns=VARIANCE_COLUMNS)
-    tables["provenance"] = pd.DataFrame(commit_rows([results.status(cell) for cell in cells]), columns=PROVENANCE_COLUMNS)
-    (out / "plan.json").write_text(json.dumps(analysis_record(list(results.cells.values()), results.layout), indent=2) + "\n")
-    formats = {"scores": ("csv",), "curves": ("csv",), "claims": ("csv", "md"), "variance": ("csv", "md"), "provenance": ("csv",)}
+    tables["provenance"] = pd.DataFrame(
+        commit_rows([results.status(cell) for cell in cells]), columns=PROVENANCE_COLUMNS
+    )
+    (out / "plan.json").write_text(
+        json.dumps(analysis_record(list(results.cells.values()), results.layout), indent=2) + "\n"
+    )
+    formats = {
+        "scores": ("csv",),
+        "curves": ("csv",),
+        "claims": ("csv", "md"),
+        "variance": ("csv", "md"),
+        "provenance": ("csv",),
+    }
     for name, frame in tables.items():
         write_table(frame, out, name, formats.get(name, ("csv", "md", "tex")))
     return tables
@@ -284,7 +338,12 @@ def aggregate(cells: list[str], out: Path, root: Path, scale: str = "toy") -> di
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cells", nargs="+", required=True, help="cell ids")
-    parser.add_argument("--root", type=Path, required=True, help="the config's results folder (results/<experiment>): cells/, base/, toy/")
+    parser.add_argument(
+        "--root",
+        type=Path,
+        required=True,
+        help="the config's results folder (results/<experiment>): cells/, base/, toy/",
+    )
     parser.add_argument("--out", type=Path, required=True, help="folder for the tables")
     parser.add_argument("--scale", default="toy", help="what the paper-comparison table says of this grid's scale")
     parser.add_argument("--mlflow-runs", type=Path, help="the grid's runs file: tables go to its parent run")

@@ -18,7 +18,12 @@ LEVEL = 0.95
 
 
 def bootstrap_mean_ci(
-    scores: np.ndarray, *, baseline: np.ndarray | None = None, iterations: int = ITERATIONS, level: float = LEVEL, seed: int = 0
+    scores: np.ndarray,
+    *,
+    baseline: np.ndarray | None = None,
+    iterations: int = ITERATIONS,
+    level: float = LEVEL,
+    seed: int = 0,
 ) -> tuple[float, float, float]:
     """Mean of `scores` (seeds × problems) minus the mean of `baseline` (problems), if given, and
     its percentile bootstrap interval (lo, hi).

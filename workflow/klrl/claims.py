@@ -49,8 +49,12 @@ class Claim:
     def __post_init__(self) -> None:
         if self.test not in TESTS:
             raise ValueError(f"claim {self.name}: test {self.test!r} is not one of {', '.join(TESTS)}")
-        if self.test == "rate" and (len(self.terms) != 2 or self.direction == "equivalent" or "base" in {t.kl for t in self.terms}):
-            raise ValueError(f"claim {self.name}: a rate claim compares two configurations' collapse rates in one direction")
+        if self.test == "rate" and (
+            len(self.terms) != 2 or self.direction == "equivalent" or "base" in {t.kl for t in self.terms}
+        ):
+            raise ValueError(
+                f"claim {self.name}: a rate claim compares two configurations' collapse rates in one direction"
+            )
 
     def comparison(self) -> str:
         text = " ".join(f"{'−' if t.weight < 0 else '+'} {t.label()}" for t in self.terms).removeprefix("+ ")
@@ -64,31 +68,110 @@ def _pair(a: str, b: str, policy: str = "on") -> tuple[Term, Term]:
 
 def _growth(kl: str, control: str, axis: str, policy: str) -> tuple[Term, ...]:
     """(kl at high − kl at low) − (control at high − control at low) along β or lag."""
+
     def term(weight: float, name: str, end: str) -> Term:
         return Term(weight, name, policy, **{axis: end})
+
     return term(1, kl, "high"), term(-1, kl, "low"), term(-1, control, "high"), term(1, control, "low")
 
 
 CLAIMS = (
-    Claim("k1-loss-worsens-with-beta", "K1 in the loss is unstable, worse as β grows (beyond what any penalty costs)",
-          _growth("k1-loss", "k1-reward", "beta", "on"), "in", "less"),
-    Claim("k3-reward-collapses", "K3 in the reward collapses at every β (more often than K1 in the reward)",
-          _pair("k3-reward", "k1-reward"), "in", "greater", test="rate"),
-    Claim("k1-reward-beats-k3-loss-in", "K1 in the reward ≥ K3 in the loss, in domain", _pair("k1-reward", "k3-loss"), "in", "greater"),
-    Claim("k1-reward-beats-k3-loss-out", "K1 in the reward ≥ K3 in the loss, out of domain", _pair("k1-reward", "k3-loss"), "out", "greater"),
-    Claim("k3-both-matches-k1-reward", "K3 in both ≈ K1 in the reward", _pair("k3-both", "k1-reward"), "in", "equivalent", EQUIVALENCE_MARGIN),
-    Claim("k1-both-matches-k1-reward", "K1 in both ≈ K1 in the reward", _pair("k1-both", "k1-reward"), "in", "equivalent", EQUIVALENCE_MARGIN),
-    Claim("kl-stabilises-off-policy", "off-policy, no KL collapses more often than K1 in the reward",
-          _pair("none", "k1-reward", "off"), "in", "greater", test="rate"),
-    Claim("k3-loss-stabilises-off-policy", "off-policy, no KL collapses more often than K3 in the loss",
-          _pair("none", "k3-loss", "off"), "in", "greater", test="rate"),
-    Claim("k1-loss-collapses-off-policy", "off-policy, K1 in the loss collapses more often than K1 in the reward",
-          _pair("k1-loss", "k1-reward", "off"), "in", "greater", test="rate"),
-    Claim("k1-loss-falls-behind-off-policy", "off-policy, K1 in the loss falls behind K1 in the reward (seeds that did not collapse)",
-          _pair("k1-loss", "k1-reward", "off"), "in", "less"),
-    Claim("k1-reward-ahead-off-policy", "off-policy, K1 in the reward slightly ahead of K3 in the loss", _pair("k1-reward", "k3-loss", "off"), "in", "greater"),
-    Claim("k1-loss-collapses-more-with-lag", "off-policy, K1 in the loss collapses more often as the lag grows",
-          (Term(1, "k1-loss", "off", lag="high"), Term(-1, "k1-loss", "off", lag="low")), "in", "greater", test="rate"),
-    Claim("k1-loss-degrades-with-lag", "off-policy biased K1 in the loss degrades as the lag grows (beyond K1 in the reward)",
-          _growth("k1-loss", "k1-reward", "lag", "off"), "in", "less"),
+    Claim(
+        "k1-loss-worsens-with-beta",
+        "K1 in the loss is unstable, worse as β grows (beyond what any penalty costs)",
+        _growth("k1-loss", "k1-reward", "beta", "on"),
+        "in",
+        "less",
+    ),
+    Claim(
+        "k3-reward-collapses",
+        "K3 in the reward collapses at every β (more often than K1 in the reward)",
+        _pair("k3-reward", "k1-reward"),
+        "in",
+        "greater",
+        test="rate",
+    ),
+    Claim(
+        "k1-reward-beats-k3-loss-in",
+        "K1 in the reward ≥ K3 in the loss, in domain",
+        _pair("k1-reward", "k3-loss"),
+        "in",
+        "greater",
+    ),
+    Claim(
+        "k1-reward-beats-k3-loss-out",
+        "K1 in the reward ≥ K3 in the loss, out of domain",
+        _pair("k1-reward", "k3-loss"),
+        "out",
+        "greater",
+    ),
+    Claim(
+        "k3-both-matches-k1-reward",
+        "K3 in both ≈ K1 in the reward",
+        _pair("k3-both", "k1-reward"),
+        "in",
+        "equivalent",
+        EQUIVALENCE_MARGIN,
+    ),
+    Claim(
+        "k1-both-matches-k1-reward",
+        "K1 in both ≈ K1 in the reward",
+        _pair("k1-both", "k1-reward"),
+        "in",
+        "equivalent",
+        EQUIVALENCE_MARGIN,
+    ),
+    Claim(
+        "kl-stabilises-off-policy",
+        "off-policy, no KL collapses more often than K1 in the reward",
+        _pair("none", "k1-reward", "off"),
+        "in",
+        "greater",
+        test="rate",
+    ),
+    Claim(
+        "k3-loss-stabilises-off-policy",
+        "off-policy, no KL collapses more often than K3 in the loss",
+        _pair("none", "k3-loss", "off"),
+        "in",
+        "greater",
+        test="rate",
+    ),
+    Claim(
+        "k1-loss-collapses-off-policy",
+        "off-policy, K1 in the loss collapses more often than K1 in the reward",
+        _pair("k1-loss", "k1-reward", "off"),
+        "in",
+        "greater",
+        test="rate",
+    ),
+    Claim(
+        "k1-loss-falls-behind-off-policy",
+        "off-policy, K1 in the loss falls behind K1 in the reward (seeds that did not collapse)",
+        _pair("k1-loss", "k1-reward", "off"),
+        "in",
+        "less",
+    ),
+    Claim(
+        "k1-reward-ahead-off-policy",
+        "off-policy, K1 in the reward slightly ahead of K3 in the loss",
+        _pair("k1-reward", "k3-loss", "off"),
+        "in",
+        "greater",
+    ),
+    Claim(
+        "k1-loss-collapses-more-with-lag",
+        "off-policy, K1 in the loss collapses more often as the lag grows",
+        (Term(1, "k1-loss", "off", lag="high"), Term(-1, "k1-loss", "off", lag="low")),
+        "in",
+        "greater",
+        test="rate",
+    ),
+    Claim(
+        "k1-loss-degrades-with-lag",
+        "off-policy biased K1 in the loss degrades as the lag grows (beyond K1 in the reward)",
+        _growth("k1-loss", "k1-reward", "lag", "off"),
+        "in",
+        "less",
+    ),
 )

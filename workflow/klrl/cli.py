@@ -25,7 +25,9 @@ class Verb(NamedTuple):
 VERBS = {
     "describe": Verb("klrl.describe", "print what each KL configuration's expected gradient is"),
     "toy-bias": Verb("klrl.toy.bias", "exact gradient bias and Monte Carlo variance on a tabular policy"),
-    "audit": Verb("klrl.audit.command", "another RL library's own KL code on the tabular policy: its exact gradient bias"),
+    "audit": Verb(
+        "klrl.audit.command", "another RL library's own KL code on the tabular policy: its exact gradient bias"
+    ),
     "prepare-data": Verb("klrl.tasks.data", "write a task's JSONL splits and manifest"),
     "pretrain-base": Verb(
         "klrl.models.build", "pretrain the tiny base model from scratch", "add_pretrain_arguments", "run_pretrain"
@@ -36,16 +38,25 @@ VERBS = {
     "track-reconcile": Verb("klrl.tracking.reconcile", "end the MLflow runs left RUNNING by jobs that ended (killed)"),
     "track-files": Verb("klrl.tracking.files", "attach files (the figures) to a grid's MLflow run"),
     "plan": Verb("klrl.plan", "write a config's analysis plan and its hash (before the first cell trains)"),
-    "tracking-server": Verb("klrl.tracking.server", "an MLflow tracking server on PostgreSQL, for many concurrent jobs"),
-    "tracking-load": Verb("klrl.tracking.load", "check a tracking store under many concurrent writer processes, every row counted"),
+    "tracking-server": Verb(
+        "klrl.tracking.server", "an MLflow tracking server on PostgreSQL, for many concurrent jobs"
+    ),
+    "tracking-load": Verb(
+        "klrl.tracking.load", "check a tracking store under many concurrent writer processes, every row counted"
+    ),
     "aggregate": Verb("klrl.aggregate", "collect every cell's results into tables"),
     "cells": Verb("klrl.cells", "list a config's cell ids, or check that a name is one (suggesting close matches)"),
     "power": Verb("klrl.power", "coverage of the claims' interval and the seeds a claim needs, by simulation"),
     "readme-results": Verb("klrl.readme_results", "rewrite the README's results block from the claims table"),
     "ui": Verb("klrl.ui_server", "serve a config's MLflow store and print the address of its runs table"),
-    "ui-screenshots": Verb("klrl.ui_screenshots", "screenshots of the MLflow UI comparing cells' curves, for the README"),
+    "ui-screenshots": Verb(
+        "klrl.ui_screenshots", "screenshots of the MLflow UI comparing cells' curves, for the README"
+    ),
     "convert-base": Verb(
-        "klrl.models.build", "convert a packaged model (SmolLM2) to a Hugging Face folder", "add_convert_arguments", "run_convert"
+        "klrl.models.build",
+        "convert a packaged model (SmolLM2) to a Hugging Face folder",
+        "add_convert_arguments",
+        "run_convert",
     ),
 }
 
@@ -74,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     debug = "--debug" in argv
     argv = [arg for arg in argv if arg != "--debug"]
-    parser = argparse.ArgumentParser(prog="python -m klrl", description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m klrl", description=__doc__.splitlines()[0], formatter_class=HelpFormatter
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error (anywhere on the line)")
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")

@@ -77,7 +77,9 @@ def task_problems(config: dict) -> list[str]:
         for split in task.splits if task.distinct else ():
             size, distinct = sizes.get(f"{split}_size"), task.distinct(name, split)
             if isinstance(size, int) and size > distinct:
-                problems.append(f"data.{name}.{split}_size: {size} exceeds the {distinct} distinct {name} {split} problems")
+                problems.append(
+                    f"data.{name}.{split}_size: {size} exceeds the {distinct} distinct {name} {split} problems"
+                )
     return problems
 
 
@@ -112,12 +114,21 @@ def tracking_uri_problem(uri: str) -> str:
 
 def registry_problem(schema: dict, schema_path: Path) -> str:
     """Where the schema's enums of KL configurations and tasks differ from the registries ('' when equal)."""
-    for key, registry, home in (("kl", STANDARD_CONFIGS, "klrl.estimators.STANDARD_CONFIGS"), ("task", TASKS, "klrl.tasks.TASKS")):
+    for key, registry, home in (
+        ("kl", STANDARD_CONFIGS, "klrl.estimators.STANDARD_CONFIGS"),
+        ("task", TASKS, "klrl.tasks.TASKS"),
+    ):
         enum = schema["$defs"][key]["enum"]
         if enum != list(registry):
             missing = [name for name in registry if name not in enum]
             extra = [name for name in enum if name not in registry]
-            what = f"lacks {missing[0]!r} of {home}" if missing else f"has {extra[0]!r}, which {home} has not" if extra else f"lists {home} in another order"
+            what = (
+                f"lacks {missing[0]!r} of {home}"
+                if missing
+                else f"has {extra[0]!r}, which {home} has not"
+                if extra
+                else f"lists {home} in another order"
+            )
             return f"{schema_path}: $defs.{key}.enum {what}; it must be [{', '.join(registry)}]"
     return ""
 
@@ -147,7 +158,10 @@ def named_files(paths: list) -> str:
     >>> named_files([Path.cwd() / "config" / "paper.yaml", "/etc/klrl/overlay.yaml"])
     'config/paper.yaml + /etc/klrl/overlay.yaml'
     """
-    return " + ".join(str(Path(path).relative_to(Path.cwd())) if Path(path).is_relative_to(Path.cwd()) else str(path) for path in paths)
+    return " + ".join(
+        str(Path(path).relative_to(Path.cwd())) if Path(path).is_relative_to(Path.cwd()) else str(path)
+        for path in paths
+    )
 
 
 def read_config(path: Path) -> dict:

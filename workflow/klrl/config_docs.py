@@ -63,8 +63,12 @@ def _allowed(node: dict) -> str:
         return "one of " + ", ".join(f"`{value}`" for value in node["enum"])
     kind = node.get("type", "object" if "properties" in node else "")
     kind = " or ".join(kind) if isinstance(kind, list) else kind
-    bounds = [f"≥ {node['minimum']}" if "minimum" in node else "", f"> {node['exclusiveMinimum']}" if "exclusiveMinimum" in node else "",
-              f"≤ {node['maximum']}" if "maximum" in node else "", f"< {node['exclusiveMaximum']}" if "exclusiveMaximum" in node else ""]
+    bounds = [
+        f"≥ {node['minimum']}" if "minimum" in node else "",
+        f"> {node['exclusiveMinimum']}" if "exclusiveMinimum" in node else "",
+        f"≤ {node['maximum']}" if "maximum" in node else "",
+        f"< {node['exclusiveMaximum']}" if "exclusiveMaximum" in node else "",
+    ]
     return " ".join([kind, ", ".join(b for b in bounds if b)]).strip()
 
 
@@ -94,7 +98,11 @@ def rows(node: dict, schema: dict, path: str, train_help: dict, required=()) -> 
     if isinstance(node.get("additionalProperties"), dict):
         placeholder = {"data": "<task>", "models": "<model>"}.get(path, "<name>")
         out += rows(node["additionalProperties"], schema, f"{path}.{placeholder}", train_help)
-    if node.get("type") == "array" and isinstance(node.get("items"), dict) and "properties" in _resolve(node["items"], schema):
+    if (
+        node.get("type") == "array"
+        and isinstance(node.get("items"), dict)
+        and "properties" in _resolve(node["items"], schema)
+    ):
         item = _resolve(node["items"], schema)
         for name, child in item["properties"].items():
             out += rows(child, schema, f"{path}[].{name}", train_help, item.get("required", ()))
@@ -110,7 +118,9 @@ def render(schema: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--check", action="store_true", help="compare instead of writing")
     args = parser.parse_args(argv)
     text = render(yaml.safe_load(SCHEMA.read_text()))

@@ -79,7 +79,9 @@ class Contrast:
         """The two-sided t interval (NaN when there is no standard error)."""
         if not self.se > 0:
             return (self.effect, self.effect) if self.se == 0 else (np.nan, np.nan)
-        half = special.stdtrit(self.df, 0.5 + level / 2) * self.se  # the t quantile (scipy.stats.t.ppf, without its overhead)
+        half = (
+            special.stdtrit(self.df, 0.5 + level / 2) * self.se
+        )  # the t quantile (scipy.stats.t.ppf, without its overhead)
         return float(self.effect - half), float(self.effect + half)
 
     def p_above(self, threshold: float) -> float:

@@ -33,7 +33,9 @@ def describe(config: KLConfig) -> dict[str, GradientClaim]:
         return {"on": claim, "off": claim}
     estimator = estimators.ESTIMATORS[config.estimator]
     on = estimator.on_policy[config.placement]
-    off = estimator.off_policy.get(config.placement, f"{on.gradient}, with y ~ μ and token weights ω_t on the score term")
+    off = estimator.off_policy.get(
+        config.placement, f"{on.gradient}, with y ~ μ and token weights ω_t on the score term"
+    )
     return {"on": on, "off": GradientClaim(OTHER, off)}
 
 
@@ -53,7 +55,11 @@ def claims_markdown(names=None) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("names", nargs="*", help="configurations (default: every standard one)")
-    parser.add_argument("--config", type=Path, help="a workflow config: list its biased KL settings instead, as Snakemake does when it loads it")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        help="a workflow config: list its biased KL settings instead, as Snakemake does when it loads it",
+    )
 
 
 def run(args: argparse.Namespace) -> None:

@@ -73,7 +73,10 @@ ESTIMATORS = {
     estimator.name: estimator
     for estimator in (
         Estimator(
-            "k1", "K1_t = δ_t", _k1, unbiased_value=True,
+            "k1",
+            "K1_t = δ_t",
+            _k1,
+            unbiased_value=True,
             on_policy={
                 "reward": GradientClaim(SEQUENCE_REVERSE_KL, "β E[(Σ_t δ_t) ∇log πθ(y)]"),
                 "loss": GradientClaim(ZERO, "β E[Σ_t ∇log πθ(y_t)] = 0: the penalty is pure noise"),
@@ -85,7 +88,10 @@ ESTIMATORS = {
             },
         ),
         Estimator(
-            "k2", "K2_t = ½δ_t²", _k2, unbiased_value=False,
+            "k2",
+            "K2_t = ½δ_t²",
+            _k2,
+            unbiased_value=False,
             on_policy={
                 "reward": GradientClaim(OTHER, "β E[(Σ_t ½δ_t²) ∇log πθ(y)]"),
                 "loss": GradientClaim(TOKEN_REVERSE_KL, "β E[Σ_t δ_t ∇log πθ(y_t)] = β Σ_t ∇KL(πθ‖πref) per prefix"),
@@ -94,10 +100,15 @@ ESTIMATORS = {
             off_policy={"loss": "β E_μ[Σ_t δ_t ∇log πθ(y_t)]: tokens drawn from μ, not πθ"},
         ),
         Estimator(
-            "k3", "K3_t = ρ_t − 1 + δ_t, ρ_t = exp(−δ_t)", _k3, unbiased_value=True,
+            "k3",
+            "K3_t = ρ_t − 1 + δ_t, ρ_t = exp(−δ_t)",
+            _k3,
+            unbiased_value=True,
             on_policy={
                 "reward": GradientClaim(OTHER, "β E[(Σ_t K3_t) ∇log πθ(y)]"),
-                "loss": GradientClaim(TOKEN_FORWARD_KL, "β E[Σ_t (1 − ρ_t) ∇log πθ(y_t)] = β Σ_t ∇KL(πref‖πθ) per prefix"),
+                "loss": GradientClaim(
+                    TOKEN_FORWARD_KL, "β E[Σ_t (1 − ρ_t) ∇log πθ(y_t)] = β Σ_t ∇KL(πref‖πθ) per prefix"
+                ),
                 "both": GradientClaim(SEQUENCE_REVERSE_KL, "β ∇E[Σ_t K3_t]"),
             },
             off_policy={"loss": "β E_μ[Σ_t (1 − ρ_t) ∇log πθ(y_t)]: tokens drawn from μ, not πθ"},
@@ -116,9 +127,19 @@ class Correction:
 CORRECTIONS = {
     correction.name: correction
     for correction in (
-        Correction("token-is", "tokis", GradientClaim(TOKEN_REVERSE_KL, "β E_q[Σ_t ∇(ω_t K_t)] = β Σ_t ∇KL(πθ‖πref) per prefix, prefixes from q")),
-        Correction("sequence-is", "seqis", GradientClaim(SEQUENCE_REVERSE_KL, "β E_q[W (Σ_t δ_t) ∇log πθ(y)], W = πθ(y)/q(y)")),
-        Correction("prefix-is", "prefixis", GradientClaim(SEQUENCE_REVERSE_KL, "β E_q[Σ_s W_≤s δ_s Σ_{t≤s} ∇log πθ(y_t)], W_≤s = Π_{t≤s} πθ/q")),
+        Correction(
+            "token-is",
+            "tokis",
+            GradientClaim(TOKEN_REVERSE_KL, "β E_q[Σ_t ∇(ω_t K_t)] = β Σ_t ∇KL(πθ‖πref) per prefix, prefixes from q"),
+        ),
+        Correction(
+            "sequence-is", "seqis", GradientClaim(SEQUENCE_REVERSE_KL, "β E_q[W (Σ_t δ_t) ∇log πθ(y)], W = πθ(y)/q(y)")
+        ),
+        Correction(
+            "prefix-is",
+            "prefixis",
+            GradientClaim(SEQUENCE_REVERSE_KL, "β E_q[Σ_s W_≤s δ_s Σ_{t≤s} ∇log πθ(y_t)], W_≤s = Π_{t≤s} πθ/q"),
+        ),
     )
 }
 
@@ -152,18 +173,27 @@ def check_registry() -> None:
     for estimator in ESTIMATORS.values():
         missing = [placement for placement in PENALTY_PLACEMENTS if placement not in estimator.on_policy]
         if missing:
-            raise RegistryError(f"klrl.estimators: estimator {estimator.name!r} has no on-policy claim for placement {missing[0]!r}")
+            raise RegistryError(
+                f"klrl.estimators: estimator {estimator.name!r} has no on-policy claim for placement {missing[0]!r}"
+            )
         unknown = sorted((set(estimator.on_policy) | set(estimator.off_policy)) - set(PENALTY_PLACEMENTS))
         if unknown:
-            raise RegistryError(f"klrl.estimators: estimator {estimator.name!r} claims placement {unknown[0]!r}, not one of {', '.join(PENALTY_PLACEMENTS)}")
+            raise RegistryError(
+                f"klrl.estimators: estimator {estimator.name!r} claims placement {unknown[0]!r}, not one of {', '.join(PENALTY_PLACEMENTS)}"
+            )
         bad = [claim.target for claim in estimator.on_policy.values() if claim.target not in TARGETS]
         if bad:
-            raise RegistryError(f"klrl.estimators: estimator {estimator.name!r} claims target {bad[0]!r}, not one of {', '.join(TARGETS)}")
+            raise RegistryError(
+                f"klrl.estimators: estimator {estimator.name!r} claims target {bad[0]!r}, not one of {', '.join(TARGETS)}"
+            )
     suffixes = {correction.suffix for correction in CORRECTIONS.values()}
     for name in STANDARD_CONFIGS:
         parts = name.split("-")
         if name != "none" and not (
-            len(parts) in (2, 3) and parts[0] in ESTIMATORS and parts[1] in PENALTY_PLACEMENTS and (len(parts) == 2 or parts[2] in suffixes)
+            len(parts) in (2, 3)
+            and parts[0] in ESTIMATORS
+            and parts[1] in PENALTY_PLACEMENTS
+            and (len(parts) == 2 or parts[2] in suffixes)
         ):
             raise RegistryError(
                 f"klrl.estimators: standard configuration {name!r} is not <estimator>-<placement>[-<correction>] "
@@ -172,7 +202,9 @@ def check_registry() -> None:
     colours: dict[str, str] = {}
     for name, colour in STANDARD_CONFIGS.items():
         if colour in colours:
-            raise RegistryError(f"klrl.estimators: {name!r} and {colours[colour]!r} share the colour {colour}; give {name!r} its own")
+            raise RegistryError(
+                f"klrl.estimators: {name!r} and {colours[colour]!r} share the colour {colour}; give {name!r} its own"
+            )
         colours[colour] = name
 
 

@@ -34,10 +34,21 @@ from klrl.verdicts import TermScores, decide_family, tested_row
 
 DECISIVE = ("reproduced", "contradicted")
 GREATER = Claim("planted-greater", "first > second", (Term(1, "first"), Term(-1, "second")), "in", "greater")
-COLLAPSES_MORE = Claim("planted-rate", "first collapses more", (Term(1, "first"), Term(-1, "second")), "in", "greater", test="rate")
-GROWTH = Claim("planted-growth", "first degrades along the axis beyond second",
-               (Term(1, "first", lag="high"), Term(-1, "first", lag="low"), Term(-1, "second", lag="high"), Term(1, "second", lag="low")),
-               "in", "less")
+COLLAPSES_MORE = Claim(
+    "planted-rate", "first collapses more", (Term(1, "first"), Term(-1, "second")), "in", "greater", test="rate"
+)
+GROWTH = Claim(
+    "planted-growth",
+    "first degrades along the axis beyond second",
+    (
+        Term(1, "first", lag="high"),
+        Term(-1, "first", lag="low"),
+        Term(-1, "second", lag="high"),
+        Term(1, "second", lag="low"),
+    ),
+    "in",
+    "less",
+)
 
 
 @dataclass(frozen=True)
@@ -54,7 +65,11 @@ def _terms(scenario: Scenario, claim: Claim, grid: list[np.ndarray], indices: tu
     terms = []
     for term, index in zip(claim.terms, indices):
         collapsed = np.array([below_collapse(mean, scenario.base_rate) for mean in grid[index].mean(1)])
-        terms.append(TermScores(term.weight, f"config {index}{'@' + term.lag if term.lag != 'each' else ''}", grid[index], collapsed))
+        terms.append(
+            TermScores(
+                term.weight, f"config {index}{'@' + term.lag if term.lag != 'each' else ''}", grid[index], collapsed
+            )
+        )
     return terms
 
 
@@ -62,15 +77,22 @@ def decide_grid(scenario: Scenario, design: Design, grid: list[np.ndarray]) -> l
     """The design's rows on one grid, tested and decided as one Holm-corrected family."""
     survivors = [m[[not below_collapse(mean, scenario.base_rate) for mean in m.mean(1)]] for m in grid]
     pool = SeedPool.from_matrices(survivors)
-    rows = [{"claim": claim.name} | tested_row(claim, _terms(scenario, claim, grid, indices), pool) for claim, indices in design.rows]
+    rows = [
+        {"claim": claim.name} | tested_row(claim, _terms(scenario, claim, grid, indices), pool)
+        for claim, indices in design.rows
+    ]
     return decide_family(rows, tuple({claim.name: claim for claim, _ in design.rows}.values()))
 
 
 def simulate_rows(scenario: Scenario, design: Design, grids: int, seed: int = 0) -> list[list[dict]]:
     """The decided rows of the design on each of `grids` synthetic grids."""
     rng = np.random.default_rng(seed)
-    return [decide_grid(scenario, design, simulate_grid(scenario, list(design.effects), rng, collapse=list(design.collapse)))
-            for _ in range(grids)]
+    return [
+        decide_grid(
+            scenario, design, simulate_grid(scenario, list(design.effects), rng, collapse=list(design.collapse))
+        )
+        for _ in range(grids)
+    ]
 
 
 def simulate_verdicts(scenario: Scenario, design: Design, grids: int, seed: int = 0) -> np.ndarray:
@@ -103,19 +125,26 @@ def fit_collapse(tables: Path) -> tuple[Scenario, list[float]]:
     if in_domain.empty or main[main["domain"] == "in"].empty:
         raise ValueError(f"{tables}: no in-domain rows in variance.csv and main.csv to fit a collapse scenario to")
     task = in_domain["task"].iloc[0]
-    cells = scores[((scores["task"] == task) | scores["task"].isna()) & scores["status"].isin(["completed", "diverged"])]
+    cells = scores[
+        ((scores["task"] == task) | scores["task"].isna()) & scores["status"].isin(["completed", "diverged"])
+    ]
     cells = cells.drop_duplicates("cell")  # a cell never evaluated has one row, task empty
     below = np.array([below_collapse(s, b) for s, b in zip(cells["pass@1"], cells["base_pass@1"])], dtype=bool)
     cells = cells.assign(collapsed=(cells["status"] == "diverged").to_numpy() | below)
     per_config = cells.groupby(["model", "kl", "beta", "policy", "lag"])["collapsed"].agg(["mean", "size"])
     healthy = cells.loc[~cells["collapsed"], "pass@1"].dropna()
-    scenario = Scenario(base_rate=float(np.clip(healthy.median(), 0.05, 0.95)) if len(healthy) else 0.5,
-                        seed_sd=float(in_domain["seed_sd"].iloc[0]), problems=int(in_domain["problems"].iloc[0]),
-                        seeds=int(per_config["size"].max()))
+    scenario = Scenario(
+        base_rate=float(np.clip(healthy.median(), 0.05, 0.95)) if len(healthy) else 0.5,
+        seed_sd=float(in_domain["seed_sd"].iloc[0]),
+        problems=int(in_domain["problems"].iloc[0]),
+        seeds=int(per_config["size"].max()),
+    )
     return scenario, [float(q) for q in per_config["mean"]]
 
 
-def collapse_report(scenario: Scenario, collapse: list[float], grids: int, seed: int = 0, effect: float = 0.10) -> list[tuple[str, float]]:
+def collapse_report(
+    scenario: Scenario, collapse: list[float], grids: int, seed: int = 0, effect: float = 0.10
+) -> list[tuple[str, float]]:
     """What the claims table does on grids like the scenario: configurations collapsing with
     `collapse` (their surviving seeds at the base rate), one mean row per configuration against
     the least collapsing one (the control) and a rate row for the most bimodal one, one Holm family."""
@@ -127,22 +156,49 @@ def collapse_report(scenario: Scenario, collapse: list[float], grids: int, seed:
     rows = tuple((GREATER, (i, control)) for i in others) + ((COLLAPSES_MORE, (bimodal, control)),)
     verdicts = simulate_verdicts(scenario, Design(null, tuple(collapse), rows), grids, seed)
     decided = [row for row, i in enumerate(others) if collapse[i] < 1]
-    report = [(f"family of {len(rows)} rows, no true effect: share of grids with a decisive row (Holm, 5%)",
-               float(np.isin(verdicts[:, decided], DECISIVE).any(axis=1).mean())),
-              (f"mean row, configuration collapsing in {collapse[bimodal]:.0%} of seeds against the control: decisive",
-               float(np.isin(verdicts[:, others.index(bimodal)], DECISIVE).mean())),
-              (f"rate row, {collapse[bimodal]:.0%} against {collapse[control]:.0%} collapsing: reproduced (power)",
-               float((verdicts[:, -1] == "reproduced").mean()))]
+    report = [
+        (
+            f"family of {len(rows)} rows, no true effect: share of grids with a decisive row (Holm, 5%)",
+            float(np.isin(verdicts[:, decided], DECISIVE).any(axis=1).mean()),
+        ),
+        (
+            f"mean row, configuration collapsing in {collapse[bimodal]:.0%} of seeds against the control: decisive",
+            float(np.isin(verdicts[:, others.index(bimodal)], DECISIVE).mean()),
+        ),
+        (
+            f"rate row, {collapse[bimodal]:.0%} against {collapse[control]:.0%} collapsing: reproduced (power)",
+            float((verdicts[:, -1] == "reproduced").mean()),
+        ),
+    ]
     cap = (0.95 - scenario.base_rate) / (0.95 - scenario.collapsed_rate)  # the survivors' rate stays ≤ 0.95
     feasible = min(collapse[bimodal], cap)
-    replaced = [feasible, 0.0] + [q if q == 1 else min(q, cap) for i, q in enumerate(collapse) if i not in (bimodal, control)]
-    report.append((f"the rule it replaced (every seed, variance pooled), {feasible:.0%} collapsing against a stable "
-                   "configuration of the same population mean: decisive", pooled_false(scenario, [0.0] * len(collapse), replaced, grids, seed)))
+    replaced = [feasible, 0.0] + [
+        q if q == 1 else min(q, cap) for i, q in enumerate(collapse) if i not in (bimodal, control)
+    ]
+    report.append(
+        (
+            f"the rule it replaced (every seed, variance pooled), {feasible:.0%} collapsing against a stable "
+            "configuration of the same population mean: decisive",
+            pooled_false(scenario, [0.0] * len(collapse), replaced, grids, seed),
+        )
+    )
     if stable is not None:
         planted = list(null)
         planted[stable] = effect
-        found = [rows_[others.index(stable)] for rows_ in simulate_rows(scenario, Design(tuple(planted), tuple(collapse), rows), grids, seed + 1)]
-        report.append((f"mean row, a stable configuration {effect:+g} above the control: its 95% interval holds {effect:g} (coverage)",
-                       float(np.mean([row["ci_lo"] <= effect <= row["ci_hi"] for row in found]))))
-        report.append(("the same row reproduced (power, after Holm)", float(np.mean([row["verdict"] == "reproduced" for row in found]))))
+        found = [
+            rows_[others.index(stable)]
+            for rows_ in simulate_rows(scenario, Design(tuple(planted), tuple(collapse), rows), grids, seed + 1)
+        ]
+        report.append(
+            (
+                f"mean row, a stable configuration {effect:+g} above the control: its 95% interval holds {effect:g} (coverage)",
+                float(np.mean([row["ci_lo"] <= effect <= row["ci_hi"] for row in found])),
+            )
+        )
+        report.append(
+            (
+                "the same row reproduced (power, after Holm)",
+                float(np.mean([row["verdict"] == "reproduced" for row in found])),
+            )
+        )
     return report

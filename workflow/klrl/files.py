@@ -20,7 +20,13 @@ from typing import BinaryIO, NamedTuple
 import yaml
 
 
-def write_atomic(path: Path, content: str | bytes | Callable[[BinaryIO], None], *, durable: bool = False, previous: Path | None = None) -> None:
+def write_atomic(
+    path: Path,
+    content: str | bytes | Callable[[BinaryIO], None],
+    *,
+    durable: bool = False,
+    previous: Path | None = None,
+) -> None:
     """Write `content` (text, bytes, or a function writing to the open binary file) to `path`,
     whole or not at all. `durable`: fsync the file before the rename and the folder after it
     (a power cut keeps it). `previous`: the file at `path`, if any, is first renamed to it, so a
@@ -101,7 +107,9 @@ def _record(raw: bytes, check: Callable[[dict], None] | None) -> dict:
 
 def write_jsonl(path: Path, records: list[dict], *, sort_keys: bool = False) -> None:
     """One JSON object per line (UTF-8), written whole or not at all."""
-    write_atomic(path, "".join(json.dumps(record, ensure_ascii=False, sort_keys=sort_keys) + "\n" for record in records))
+    write_atomic(
+        path, "".join(json.dumps(record, ensure_ascii=False, sort_keys=sort_keys) + "\n" for record in records)
+    )
 
 
 def sha256_file(path: Path) -> str:

@@ -83,7 +83,9 @@ def hold_lock(path: Path, what: str) -> Iterator[None]:
             time.sleep(0.2)
             holder = _holder(path)
             if holder is None and path.exists():
-                raise FolderLocked(f"{what}: locked by another process ({path} is unreadable; delete it if no job is running)")
+                raise FolderLocked(
+                    f"{what}: locked by another process ({path} is unreadable; delete it if no job is running)"
+                )
             continue
         here = holder.get("host") == socket.gethostname()
         pid = holder.get("pid")
@@ -94,7 +96,11 @@ def hold_lock(path: Path, what: str) -> Iterator[None]:
                 continue
             path.with_name(f"{path.name}.stale.{os.getpid()}").unlink()
             continue
-        where = "this host" if here else f"host {holder.get('host')} (not checkable from here; delete {path} once it is gone)"
+        where = (
+            "this host"
+            if here
+            else f"host {holder.get('host')} (not checkable from here; delete {path} once it is gone)"
+        )
         raise FolderLocked(f"{what}: in use by pid {pid} on {where} since {holder.get('since')}")
     else:
         raise FolderLocked(f"{what}: could not take {path} (contended)")

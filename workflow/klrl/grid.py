@@ -48,7 +48,19 @@ from klrl.typed import from_mapping
 # TrainConfig keys that the grid sets for each cell (threads and device from the job's
 # resources); the config's `train` sections may not. Of `kl`, the grid sets the name and β;
 # train sections may set its options (`kl: {value_clamp: 10}`).
-GRID_KEYS = ("base_model", "base_revision", "stop_tokens", "train_data", "eval_data", "reward", "model", "task", "seed", "threads", "device")
+GRID_KEYS = (
+    "base_model",
+    "base_revision",
+    "stop_tokens",
+    "train_data",
+    "eval_data",
+    "reward",
+    "model",
+    "task",
+    "seed",
+    "threads",
+    "device",
+)
 CELL_ID = re.compile(
     r"(?P<model>[a-z0-9.\-]+)__(?P<kl>[a-z0-9\-]+)__b(?P<beta>[0-9.e\-]+)__(?P<policy>on|off)(?:-lag(?P<lag>\d+))?__s(?P<seed>\d+)"
 )
@@ -76,7 +88,14 @@ def parse_cell_id(text: str) -> dict:
         raise ValueError(f"{text!r} is not a cell id (<model>__<kl>__b<beta>__<on|off[-lag<k>]>__s<seed>)")
     tags = match.groupdict()
     lag = 0 if tags["policy"] == "on" else None if tags["lag"] is None else int(tags["lag"])
-    return {"model": tags["model"], "kl": tags["kl"], "beta": float(tags["beta"]), "policy": tags["policy"], "lag": lag, "seed": int(tags["seed"])}
+    return {
+        "model": tags["model"],
+        "kl": tags["kl"],
+        "beta": float(tags["beta"]),
+        "policy": tags["policy"],
+        "lag": lag,
+        "seed": int(tags["seed"]),
+    }
 
 
 def model_path(model: str, config: dict) -> str:
@@ -141,7 +160,9 @@ class Cell:
     train: dict = field(hash=False, compare=False)  # the resolved TrainConfig values
 
 
-def _train_settings(config: dict, group: dict, model: str, kl: str, beta: float, policy: str, seed: int, lag: int | None) -> dict:
+def _train_settings(
+    config: dict, group: dict, model: str, kl: str, beta: float, policy: str, seed: int, lag: int | None
+) -> dict:
     task = get_task(group["task"])
     layout = Layout.of(config)
     sections = [config.get("train", {}), group.get("train", {}), config.get("train_overrides", {})]
@@ -165,21 +186,26 @@ def _train_settings(config: dict, group: dict, model: str, kl: str, beta: float,
     }
     prompts = settings.get("prompts_per_step", TrainConfig.prompts_per_step)
     if resources["processes"] > 1 and prompts % resources["processes"]:
-        raise ValueError(f"group {group['name']!r}: prompts_per_step {prompts} is not a multiple of the {resources['processes']} training processes of a {model} job")
+        raise ValueError(
+            f"group {group['name']!r}: prompts_per_step {prompts} is not a multiple of the {resources['processes']} training processes of a {model} job"
+        )
     if policy == "on":
         settings["async_lag"] = 0
     elif lag is not None:
         settings["async_lag"] = lag
     elif settings.get("async_lag", 0) < 1:
-        raise ValueError(f"group {group['name']!r}: policy 'off' needs train.async_lag ≥ 1 or a lag list (the actor's lag in steps)")
+        raise ValueError(
+            f"group {group['name']!r}: policy 'off' needs train.async_lag ≥ 1 or a lag list (the actor's lag in steps)"
+        )
     return settings
 
 
 def expand_grid(config: dict) -> dict[str, Cell]:
     """Every cell of every group, by id, in config order."""
-    for scope, section in [("train", config.get("train", {})), ("train_overrides", config.get("train_overrides", {}))] + [
-        (f"groups[{g['name']}].train", g.get("train", {})) for g in config["groups"]
-    ]:
+    for scope, section in [
+        ("train", config.get("train", {})),
+        ("train_overrides", config.get("train_overrides", {})),
+    ] + [(f"groups[{g['name']}].train", g.get("train", {})) for g in config["groups"]]:
         taken = sorted(set(section) & set(GRID_KEYS)) + sorted(set(section.get("kl", {})) - set(KL_OPTIONS))
         if taken:
             raise ValueError(f"{scope}: {taken[0]!r} is set by the grid, not in a train section")
@@ -197,7 +223,9 @@ def expand_grid(config: dict) -> dict[str, Cell]:
                 raise ValueError(f"group {group['name']!r}: {error}") from None
         if "lag" in group and (group["policy"] != ["off"] or "async_lag" in group.get("train", {})):
             raise ValueError(f"group {group['name']!r}: a lag list needs policy [off] and no train.async_lag")
-        modes = [("on", None)] * ("on" in group["policy"]) + [("off", lag) for lag in group.get("lag", [None])] * ("off" in group["policy"])
+        modes = [("on", None)] * ("on" in group["policy"]) + [("off", lag) for lag in group.get("lag", [None])] * (
+            "off" in group["policy"]
+        )
         product = itertools.product(models, group["kl"], group["beta"], modes, group["seeds"])
         for model, kl, beta, (policy, lag), seed in product:
             beta = 0.0 if kl == "none" else float(beta)
@@ -205,13 +233,17 @@ def expand_grid(config: dict) -> dict[str, Cell]:
             if cid in cells:
                 if cells[cid].group == group["name"]:
                     continue  # kl none across several β: one cell
-                raise ValueError(f"cell {cid} is in groups {cells[cid].group!r} and {group['name']!r}; give one of them other values")
+                raise ValueError(
+                    f"cell {cid} is in groups {cells[cid].group!r} and {group['name']!r}; give one of them other values"
+                )
             settings = _train_settings(config, group, model, kl, beta, policy, seed, lag)
             try:
                 resolved = from_mapping(TrainConfig, settings, "train config").to_dict()
             except ValueError as error:
                 raise ValueError(f"group {group['name']!r}, cell {cid}: {error}") from None
-            cells[cid] = Cell(cid, group["name"], model, kl, beta, policy, seed, group["task"], tuple(group["eval_tasks"]), resolved)
+            cells[cid] = Cell(
+                cid, group["name"], model, kl, beta, policy, seed, group["task"], tuple(group["eval_tasks"]), resolved
+            )
     return cells
 
 

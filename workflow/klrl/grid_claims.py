@@ -27,9 +27,18 @@ def _caveats(cells) -> str:
     notes = []
     if any(cell.train.get("loss_aggregation", "seq-sum") != "seq-sum" for cell in cells):
         notes.append("token-mean aggregation")
-    clamps = sorted({key for cell in cells for key in ("log_ratio_clamp", "value_clamp") if cell.train.get("kl", {}).get(key) is not None})
+    clamps = sorted(
+        {
+            key
+            for cell in cells
+            for key in ("log_ratio_clamp", "value_clamp")
+            if cell.train.get("kl", {}).get(key) is not None
+        }
+    )
     notes += [f"{key} set" for key in clamps]
-    return f" [the claim is for seq-sum aggregation and no clamp acting; these cells: {', '.join(notes)}]" if notes else ""
+    return (
+        f" [the claim is for seq-sum aggregation and no clamp acting; these cells: {', '.join(notes)}]" if notes else ""
+    )
 
 
 def biased_lines(cells: dict) -> list[str]:
@@ -53,7 +62,9 @@ def biased_lines(cells: dict) -> list[str]:
         else:
             verdict = f"biased, estimates the {claim.target} gradient"
         count = len(setting_cells)
-        lines.append(f"{kl} ({mode}; {count} cell{'s' * (count != 1)}): {verdict}: {claim.gradient}{_caveats(setting_cells)}")
+        lines.append(
+            f"{kl} ({mode}; {count} cell{'s' * (count != 1)}): {verdict}: {claim.gradient}{_caveats(setting_cells)}"
+        )
     return lines
 
 

@@ -93,7 +93,9 @@ def _importance_weight(log_w: torch.Tensor, truncation: float | None) -> torch.T
 
 
 def _estimate(config: KLConfig, logp: torch.Tensor, ref_logp: torch.Tensor) -> TokenKL:
-    return token_kl(logp, ref_logp, config.estimator, log_ratio_clamp=config.log_ratio_clamp, value_clamp=config.value_clamp)
+    return token_kl(
+        logp, ref_logp, config.estimator, log_ratio_clamp=config.log_ratio_clamp, value_clamp=config.value_clamp
+    )
 
 
 def correction_weight(

@@ -14,8 +14,6 @@ from klrl import estimators
 from klrl.typed import check_fields
 
 
-
-
 def check_choice(owner: str, name: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise ValueError(f"{owner}.{name}: {value!r} is not one of {', '.join(allowed)}")
@@ -28,13 +26,13 @@ class KLConfig:
     estimator: str = field(default="k1", metadata={"help": f"one of {tuple(estimators.ESTIMATORS)}"})
     placement: str = field(default="none", metadata={"help": f"one of {estimators.PLACEMENTS}"})
     beta: float = field(default=0.0, metadata={"help": "penalty coefficient β ≥ 0"})
-    log_ratio_clamp: float | None = field(
-        default=None, metadata={"help": "clamp δ_t to [−c, c] before the estimator"}
-    )
+    log_ratio_clamp: float | None = field(default=None, metadata={"help": "clamp δ_t to [−c, c] before the estimator"})
     value_clamp: float | None = field(
         default=None, metadata={"help": "clamp each K̂_t to [−c, c] (the paper's async runs: 10)"}
     )
-    correction: str = field(default="none", metadata={"help": f"off-policy correction, one of {('none', *estimators.CORRECTIONS)}"})
+    correction: str = field(
+        default="none", metadata={"help": f"off-policy correction, one of {('none', *estimators.CORRECTIONS)}"}
+    )
     is_truncation: float | None = field(
         default=None, metadata={"help": "cap the correction's importance weight at c (biased when it acts)"}
     )
@@ -47,14 +45,18 @@ class KLConfig:
         if self.beta < 0:
             raise ValueError(f"KLConfig.beta: {self.beta!r} must be ≥ 0")
         if self.placement == "none" and self.beta != 0:
-            raise ValueError(f"KLConfig.beta: {self.beta} with no KL penalty (kl 'none') would be ignored; set beta to 0")
+            raise ValueError(
+                f"KLConfig.beta: {self.beta} with no KL penalty (kl 'none') would be ignored; set beta to 0"
+            )
         if self.placement != "none" and self.beta == 0:
             raise ValueError(f"KLConfig.beta: 0 with placement {self.placement!r} adds nothing; use placement 'none'")
         for name in ("log_ratio_clamp", "value_clamp", "is_truncation"):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"KLConfig.{name}: {value!r} must be > 0 or None")
-        if self.correction == "token-is" and (self.placement != "loss" or not estimators.ESTIMATORS[self.estimator].unbiased_value):
+        if self.correction == "token-is" and (
+            self.placement != "loss" or not estimators.ESTIMATORS[self.estimator].unbiased_value
+        ):
             unbiased = [name for name, estimator in estimators.ESTIMATORS.items() if estimator.unbiased_value]
             raise ValueError(
                 "KLConfig.correction: 'token-is' weights an in-loss value-unbiased estimate; "
@@ -84,8 +86,14 @@ class KLConfig:
         if len(parts) == 3:
             by_suffix = {correction.suffix: correction.name for correction in estimators.CORRECTIONS.values()}
             correction = by_suffix.get(parts[2], parts[2])
-        if name != "none" and (len(parts) not in (2, 3) or parts[0] not in estimators.ESTIMATORS or parts[1] not in estimators.PENALTY_PLACEMENTS):
-            raise ValueError(f"unknown KL configuration {name!r}; standard names: {', '.join(estimators.STANDARD_CONFIGS)}")
+        if name != "none" and (
+            len(parts) not in (2, 3)
+            or parts[0] not in estimators.ESTIMATORS
+            or parts[1] not in estimators.PENALTY_PLACEMENTS
+        ):
+            raise ValueError(
+                f"unknown KL configuration {name!r}; standard names: {', '.join(estimators.STANDARD_CONFIGS)}"
+            )
         if name == "none":
             return cls(beta=beta, **options)
         return cls(estimator=parts[0], placement=parts[1], beta=beta, correction=correction, **options)
@@ -126,7 +134,9 @@ def check_standard_configs() -> None:
         try:
             KLConfig.from_name(name, beta=0.0 if name == "none" else 1.0)
         except ValueError as error:
-            raise estimators.RegistryError(f"klrl.estimators: standard configuration {name!r} is not a valid KLConfig ({error})") from None
+            raise estimators.RegistryError(
+                f"klrl.estimators: standard configuration {name!r} is not a valid KLConfig ({error})"
+            ) from None
 
 
 check_standard_configs()

@@ -54,7 +54,9 @@ def penalised_advantages(config: LossConfig, rewards, logp, ref_logp, mask, beha
     return advantages(at_least_fp32(rewards).to(penalty.device) - penalty, config.group_size, config.advantage)
 
 
-def token_losses(config: LossConfig, logp, ref_logp, anchor_logp, advantages, mask) -> tuple[torch.Tensor, torch.Tensor]:
+def token_losses(
+    config: LossConfig, logp, ref_logp, anchor_logp, advantages, mask
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The (B, T) policy term and KL loss term; `anchor_logp` is μ's off-policy, the pre-update
     πθ's on-policy (both constants)."""
     if config.ppo_clip is not None:
@@ -65,7 +67,9 @@ def token_losses(config: LossConfig, logp, ref_logp, anchor_logp, advantages, ma
     return policy, kl
 
 
-def update_loss(config: LossConfig, logp, ref_logp, anchor_logp, advantages, mask, denominator, sample_weights=None) -> LossParts:
+def update_loss(
+    config: LossConfig, logp, ref_logp, anchor_logp, advantages, mask, denominator, sample_weights=None
+) -> LossParts:
     """The loss of these rows, given their advantages and the `denominator` (`normaliser`) of
     the (mini)batch they belong to: the parts of a batch sum to its loss. `sample_weights`
     ((B, T) constants, `klrl.engine_correction`) multiply both token terms."""
@@ -76,7 +80,9 @@ def update_loss(config: LossConfig, logp, ref_logp, anchor_logp, advantages, mas
     return LossParts(aggregate(policy, mask, denominator=denominator), aggregate(kl, mask, denominator=denominator))
 
 
-def batch_loss(config: LossConfig, logp, ref_logp, behaviour_logp, rewards, mask, sample_weights=None) -> tuple[torch.Tensor, LossParts]:
+def batch_loss(
+    config: LossConfig, logp, ref_logp, behaviour_logp, rewards, mask, sample_weights=None
+) -> tuple[torch.Tensor, LossParts]:
     """The loss of one batch in one piece (one update): penalty, advantages, token terms,
     aggregation. behaviour_logp is μ's log-probs off-policy, None on-policy; `sample_weights`
     the engine correction's weights, if any."""

@@ -37,11 +37,25 @@ def plan_of(cells: list[dict]) -> dict:
     for tags in cells:
         key = f"{tags['model']}/{tags['kl']}/beta{float(tags['beta']):g}/{tags['policy']}/lag{int(tags['lag'])}"
         configurations.setdefault(key, []).append(int(tags["seed"]))
-    claims = [{"name": c.name, "comparison": c.comparison(), "test": c.test, "direction": c.direction, "margin": c.margin,
-               "domain": c.domain} for c in CLAIMS]
-    return {"claims": claims, "correction": {"method": CORRECTION, "alpha": ALPHA}, "floor": FLOOR,
-            "collapse": f"diverged, or in-domain pass@1 below {COLLAPSE_FRACTION:g} × the base's", "equivalence_power": POWER,
-            "seeds": {key: sorted(seeds) for key, seeds in sorted(configurations.items())}}
+    claims = [
+        {
+            "name": c.name,
+            "comparison": c.comparison(),
+            "test": c.test,
+            "direction": c.direction,
+            "margin": c.margin,
+            "domain": c.domain,
+        }
+        for c in CLAIMS
+    ]
+    return {
+        "claims": claims,
+        "correction": {"method": CORRECTION, "alpha": ALPHA},
+        "floor": FLOOR,
+        "collapse": f"diverged, or in-domain pass@1 below {COLLAPSE_FRACTION:g} × the base's",
+        "equivalence_power": POWER,
+        "seeds": {key: sorted(seeds) for key, seeds in sorted(configurations.items())},
+    }
 
 
 def plan_hash(plan: dict) -> str:
@@ -52,8 +66,10 @@ def grid_cells(config: dict) -> list[dict]:
     """The tags of every cell a workflow config expands to (klrl.grid)."""
     from klrl.grid import expand_grid
 
-    return [{"model": c.model, "kl": c.kl, "beta": c.beta, "policy": c.policy, "lag": c.train["async_lag"], "seed": c.seed}
-            for c in expand_grid(config).values()]
+    return [
+        {"model": c.model, "kl": c.kl, "beta": c.beta, "policy": c.policy, "lag": c.train["async_lag"], "seed": c.seed}
+        for c in expand_grid(config).values()
+    ]
 
 
 def recorded_plans(layout: Layout) -> list[dict]:
@@ -86,8 +102,13 @@ def analysis_record(cells: list[dict], layout: Layout) -> dict:
     digest = plan_hash(plan)
     history = recorded_plans(layout)
     followed = bool(history) and history[-1]["hash"] == digest
-    return {"hash": digest, "followed": followed, "fixed_before_results": followed and history[-1]["cells_finished"] == 0,
-            "recorded": history, "plan": plan}
+    return {
+        "hash": digest,
+        "followed": followed,
+        "fixed_before_results": followed and history[-1]["cells_finished"] == 0,
+        "recorded": history,
+        "plan": plan,
+    }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -19,7 +19,9 @@ PROVENANCE_COLUMNS = ("commit", "cells", "first_finished", "last_finished")
 def source_commit(folder: Path = Path(__file__).parent) -> str:
     """The short commit hash of the git checkout holding `folder` ('unknown' outside one)."""
     try:
-        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=folder, capture_output=True, text=True, timeout=30)
+        done = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=folder, capture_output=True, text=True, timeout=30
+        )
     except OSError:
         return "unknown"
     return done.stdout.strip() if done.returncode == 0 else "unknown"
@@ -37,6 +39,8 @@ def commit_rows(statuses: list[dict]) -> list[dict]:
         if status.get("status") in (None, "missing"):
             continue
         groups.setdefault(status.get("commit") or UNRECORDED, []).append((status.get("finished") or "")[:10])
-    rows = [{"commit": commit, "cells": len(dates), "first_finished": min(dates) or "", "last_finished": max(dates) or ""}
-            for commit, dates in groups.items()]
+    rows = [
+        {"commit": commit, "cells": len(dates), "first_finished": min(dates) or "", "last_finished": max(dates) or ""}
+        for commit, dates in groups.items()
+    ]
     return sorted(rows, key=lambda row: (row["first_finished"] == "", row["first_finished"], row["commit"]))

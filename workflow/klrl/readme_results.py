@@ -49,11 +49,18 @@ def claim_line(row: pd.Series) -> str:
     if row["test"] == "exact":
         return head + f"{row['reason']} (difference {_number(row['effect'], '+.3f')}), exact {p}."
     level = f"{row['ci_level']:.0%}" if not pd.isna(row["ci_level"]) else ""
-    line = (head + f"effect {_number(row['effect'], '+.3f')}, {level} interval [{_number(row['ci_lo'])}, {_number(row['ci_hi'])}], "
-            f"{p}, seeds {row['seeds']}")
+    line = (
+        head
+        + f"effect {_number(row['effect'], '+.3f')}, {level} interval [{_number(row['ci_lo'])}, {_number(row['ci_hi'])}], "
+        f"{p}, seeds {row['seeds']}"
+    )
     if not pd.isna(row["seeds_for_power"]):
         needed = int(row["seeds_for_power"])
-        reach = f": beyond reach (more than the {REACHABLE_SEEDS} seeds `klrl power` sizes for)" if needed > REACHABLE_SEEDS else ""
+        reach = (
+            f": beyond reach (more than the {REACHABLE_SEEDS} seeds `klrl power` sizes for)"
+            if needed > REACHABLE_SEEDS
+            else ""
+        )
         line += f"; {POWER:.0%} power for ≈ needs about {needed} seeds per configuration{reach}"
     reason = row["reason"] if isinstance(row["reason"], str) and row["reason"] else ""
     return line + (f" ({reason})." if reason else ".")
@@ -64,8 +71,14 @@ def run_provenance(tables: Path, commit: str | None) -> str:
     path = tables / "provenance.csv"
     rows = pd.read_csv(path, dtype=str).fillna("") if path.is_file() else pd.DataFrame()
     if len(rows) and set(rows["commit"]) != {UNRECORDED}:
+
         def dates(row) -> str:
-            return row["first_finished"] if row["first_finished"] == row["last_finished"] else f"{row['first_finished']} to {row['last_finished']}"
+            return (
+                row["first_finished"]
+                if row["first_finished"] == row["last_finished"]
+                else f"{row['first_finished']} to {row['last_finished']}"
+            )
+
         cells = "; ".join(f"{row['cells']} at `{row['commit']}` ({dates(row)})" for _, row in rows.iterrows())
         text = f"Cells trained: {cells}."
     else:
@@ -78,8 +91,14 @@ def run_provenance(tables: Path, commit: str | None) -> str:
     if not recorded:
         return text + f" No plan was recorded before this run; its analysis plan hashes to `{record['hash']}`."
     last = recorded[-1]
-    when = "before any cell finished" if last["cells_finished"] == 0 else f"after {last['cells_finished']} cells had finished"
-    earlier = [f"`{plan['hash']}` ({plan['written'][:10]}, {plan['cells_finished']} cells finished)" for plan in recorded[:-1]]
+    when = (
+        "before any cell finished"
+        if last["cells_finished"] == 0
+        else f"after {last['cells_finished']} cells had finished"
+    )
+    earlier = [
+        f"`{plan['hash']}` ({plan['written'][:10]}, {plan['cells_finished']} cells finished)" for plan in recorded[:-1]
+    ]
     text += f" Plan `{last['hash']}` (`klrl plan`), recorded {last['written'][:10]} {when}"
     text += f"; earlier plans: {', '.join(earlier)}" if earlier else ""
     if record["followed"]:
@@ -121,16 +140,22 @@ def rewrite(readme: str, block: str) -> str:
     start, end = readme.find(begin), readme.find(end_marker)
     if start < 0 or end < start:
         raise ValueError(f"README: no {begin} … {end_marker} block to rewrite")
-    return readme[:start] + block + readme[end + len(end_marker):]
+    return readme[:start] + block + readme[end + len(end_marker) :]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tables", type=Path, required=True, help="folder with claims.csv (results/<experiment>/tables)")
-    parser.add_argument("--experiment", required=True, help="whose README blocks to rewrite (claims:EXPERIMENT, table:EXPERIMENT:NAME)")
+    parser.add_argument(
+        "--tables", type=Path, required=True, help="folder with claims.csv (results/<experiment>/tables)"
+    )
+    parser.add_argument(
+        "--experiment", required=True, help="whose README blocks to rewrite (claims:EXPERIMENT, table:EXPERIMENT:NAME)"
+    )
     parser.add_argument("--readme", type=Path, default=Path("README.md"))
     parser.add_argument("--config", required=True, help="the config the run used, e.g. config/study.yaml")
     parser.add_argument("--run-time", required=True, help="the run's wall time, e.g. '2 h 41 min on 2 cores'")
-    parser.add_argument("--commit", help="the commit the run used, for tables whose cells record none (default: git rev-parse HEAD)")
+    parser.add_argument(
+        "--commit", help="the commit the run used, for tables whose cells record none (default: git rev-parse HEAD)"
+    )
 
 
 def run(args: argparse.Namespace) -> None:
@@ -145,7 +170,11 @@ def run(args: argparse.Namespace) -> None:
         table = args.tables / f"{name}.md"
         if not table.is_file():
             raise SystemExit(f"{table}: the README has a table:{experiment}:{name} block but the run has no such table")
-        blocks.append(table_block(experiment, name, table.read_text(), provenance(f"{name}.md", args.config, args.run_time, run_line)))
+        blocks.append(
+            table_block(
+                experiment, name, table.read_text(), provenance(f"{name}.md", args.config, args.run_time, run_line)
+            )
+        )
     try:
         for block in blocks:
             text = rewrite(text, block)

@@ -150,7 +150,11 @@ def _countdown_reference_problem(reference: str) -> str:
         problem = json.loads(reference)
     except ValueError:
         return "JSON"
-    if not (isinstance(problem, dict) and isinstance(problem.get("target"), int) and isinstance(problem.get("numbers"), list)):
+    if not (
+        isinstance(problem, dict)
+        and isinstance(problem.get("target"), int)
+        and isinstance(problem.get("numbers"), list)
+    ):
         return 'a JSON object {"numbers": [int, ...], "target": int}'
     if not problem["numbers"] or not all(type(n) is int and n >= 0 for n in problem["numbers"]):
         return "a countdown problem with a non-empty list of non-negative integers"
@@ -188,4 +192,3 @@ def get_reward(name: str) -> Callable[..., list[float]]:
     if name not in REWARDS:
         raise ValueError(f"reward: {name!r} is not one of {', '.join(REWARDS)}")
     return REWARDS[name]
-

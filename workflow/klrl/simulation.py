@@ -89,8 +89,12 @@ def survivor_effect(scenario: Scenario, effect: float, collapse: float) -> float
 
 
 def simulate_grid(
-    scenario: Scenario, effects: list[float], rng: np.random.Generator, seeds: list[int] | None = None,
-    seed_sds: list[float] | None = None, collapse: list[float] | None = None,
+    scenario: Scenario,
+    effects: list[float],
+    rng: np.random.Generator,
+    seeds: list[int] | None = None,
+    seed_sds: list[float] | None = None,
+    collapse: list[float] | None = None,
 ) -> list[np.ndarray]:
     """One synthetic grid: per configuration (population pass@1 = base_rate + its effect) a
     seeds × problems matrix of observed pass@1 on one shared problem set. `seeds`, `seed_sds` and

@@ -134,7 +134,9 @@ def parse_text(hint, raw: str, where: str):
         (inner,) = [arg for arg in args if arg is not type(None)]
         return parse_text(inner, raw, where)
     if origin is tuple and args[-1] is Ellipsis:
-        return tuple(parse_text(args[0], part.strip(), f"{where}[{i}]") for i, part in enumerate(raw.split(",")) if part.strip())
+        return tuple(
+            parse_text(args[0], part.strip(), f"{where}[{i}]") for i, part in enumerate(raw.split(",")) if part.strip()
+        )
     if origin is tuple:
         parts = raw.split(",")
         if len(parts) != len(args):

@@ -30,7 +30,9 @@ ASSISTANT_CLOSE = "button[data-component-id='mlflow.assistant.chat_panel.close']
 
 def _route(page: str, raw: str = "", **query) -> str:
     """A UI route with JSON-valued query parameters (and `raw` ones appended as they are)."""
-    return f"#/{page}?" + "&".join(f"{key}={urllib.parse.quote(json.dumps(value))}" for key, value in query.items()) + raw
+    return (
+        f"#/{page}?" + "&".join(f"{key}={urllib.parse.quote(json.dumps(value))}" for key, value in query.items()) + raw
+    )
 
 
 def _close_assistant(page) -> None:
@@ -68,8 +70,12 @@ def capture(address: str, runs_file: Path, cells: list[str], out: Path, metric: 
         page.get_by_text(cells[0], exact=True).first.wait_for(timeout=60_000)
         _close_assistant(page)
         page.screenshot(path=str(shots[0]))
-        page.goto(f"{address}/" + _route("metric", "&x_axis=step", runs=ids, metric=metric, experiments=[experiment],
-                                         plot_metric_keys=[metric]))
+        page.goto(
+            f"{address}/"
+            + _route(
+                "metric", "&x_axis=step", runs=ids, metric=metric, experiments=[experiment], plot_metric_keys=[metric]
+            )
+        )
         page.get_by_text(cells[-1]).first.wait_for(timeout=120_000)  # the table under the plot names every run
         page.wait_for_timeout(3000)  # the plot draws after the data arrive
         _close_assistant(page)
@@ -95,5 +101,7 @@ def run(args: argparse.Namespace) -> None:
     from klrl.ui_server import mlflow_server
 
     with mlflow_server(args.store, Path.cwd()) as address:
-        for shot in capture(address, Layout.of({"experiment": args.experiment}).runs_file(), args.cells, args.out, args.metric):
+        for shot in capture(
+            address, Layout.of({"experiment": args.experiment}).runs_file(), args.cells, args.out, args.metric
+        ):
             print(shot)

@@ -29,14 +29,28 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def mlflow_server(store_uri: str, cwd: Path, *options: str, host: str = "127.0.0.1", port: int | None = None, env: dict[str, str] | None = None):
+def mlflow_server(
+    store_uri: str,
+    cwd: Path,
+    *options: str,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    env: dict[str, str] | None = None,
+):
     """`mlflow server` over `store_uri` on `host`:`port` (a free port by default), its address
     yielded once it answers /health; stopped with its whole process group, checked to leave
     nothing behind. `env`: variables added to the server's environment."""
     port = port or free_port()
     command = [str(Path(sys.executable).parent / "mlflow"), "server", "--host", host, "--port", str(port), *options]
     command += ["--backend-store-uri", store_uri]
-    server = subprocess.Popen(command, cwd=cwd, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    server = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     address = f"http://{host}:{port}"
     try:
         for _ in range(180):
@@ -57,7 +71,9 @@ def mlflow_server(store_uri: str, cwd: Path, *options: str, host: str = "127.0.0
 def _group_alive(leader: int) -> bool:
     """Whether any process of the group still runs (zombies, already dead, do not count)."""
     listing = subprocess.run(["ps", "-e", "-o", "pgid=,stat="], capture_output=True, text=True, check=True)
-    return any(pgid == str(leader) and not stat.startswith("Z") for pgid, stat in map(str.split, listing.stdout.splitlines()))
+    return any(
+        pgid == str(leader) and not stat.startswith("Z") for pgid, stat in map(str.split, listing.stdout.splitlines())
+    )
 
 
 def stop_group(process: subprocess.Popen, first: signal.Signals = signal.SIGTERM) -> None:
@@ -99,7 +115,9 @@ def runs_table(address: str, store_uri: str, experiment: str) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, default=Path("config/config.yaml"), help="the workflow config whose runs to show")
+    parser.add_argument(
+        "--config", type=Path, default=Path("config/config.yaml"), help="the workflow config whose runs to show"
+    )
     parser.add_argument("--port", type=int, default=5000)
 
 

@@ -34,8 +34,28 @@ from klrl.outcomes import below_collapse
 FLOOR = 0.02  # pass@1 at or below this (at or above 1 − this) is at the floor (ceiling)
 UNDECIDED = ("at floor", "not in this grid")
 
-COLUMNS = ("claim", "paper", "comparison", "model", "task", "domain", "beta", "lag", "test", "seeds", "collapsed",
-           "effect", "ci_level", "ci_lo", "ci_hi", "p", "p_adjusted", "verdict", "reason", "seeds_for_power")
+COLUMNS = (
+    "claim",
+    "paper",
+    "comparison",
+    "model",
+    "task",
+    "domain",
+    "beta",
+    "lag",
+    "test",
+    "seeds",
+    "collapsed",
+    "effect",
+    "ci_level",
+    "ci_lo",
+    "ci_hi",
+    "p",
+    "p_adjusted",
+    "verdict",
+    "reason",
+    "seeds_for_power",
+)
 
 
 @dataclass(frozen=True)
@@ -63,11 +83,18 @@ def tested_row(claim: Claim, terms: list[TermScores], pool: SeedPool) -> dict:
     """The raw test of one row: effect, interval, p, and the floor reason that keeps it out of the family."""
     seeds = [len(t.collapsed) for t in terms if not t.fixed]
     counts = [int(t.collapsed.sum()) for t in terms if not t.fixed]
-    row = {"test": "exact" if claim.test == "rate" else "t", "seeds": "/".join(map(str, seeds)),
-           "collapsed": "/".join(map(str, counts)), "reason": ""}
+    row = {
+        "test": "exact" if claim.test == "rate" else "t",
+        "seeds": "/".join(map(str, seeds)),
+        "collapsed": "/".join(map(str, counts)),
+        "reason": "",
+    }
     if claim.test == "rate":
-        return row | rate_test(tuple(counts), tuple(seeds)) | {
-            "reason": "; ".join(f"{t.label} collapsed in {c} of {n} seeds" for t, c, n in zip(terms, counts, seeds))}
+        return (
+            row
+            | rate_test(tuple(counts), tuple(seeds))
+            | {"reason": "; ".join(f"{t.label} collapsed in {c} of {n} seeds" for t, c, n in zip(terms, counts, seeds))}
+        )
     floors = [reason for t in terms if (reason := t.floor_reason())]
     if floors:
         return row | {"verdict": "at floor", "reason": "; ".join(floors)}
@@ -109,14 +136,20 @@ class ScoreIndex:
                     self.configs.setdefault((model, task), {}).setdefault(key, {})[tags["seed"]] = scores
             own, base = results.per_problem(cell, task_in), results.base_per_problem(model, task_in)
             below = own is not None and base is not None and below_collapse(own.mean(), base.reindex(own.index).mean())
-            self.collapsed.setdefault((model, key), {})[tags["seed"]] = results.status(cell)["status"] == "diverged" or below
+            self.collapsed.setdefault((model, key), {})[tags["seed"]] = (
+                results.status(cell)["status"] == "diverged" or below
+            )
 
     def term(self, model: str, task: str | None, key: tuple, weight: float, label: str) -> TermScores | None:
         """A configuration's scores on `task`; task None: only which seeds collapsed (a rate
         claim needs no scores: a diverged cell that was never evaluated still counts)."""
         if task is None:
             flags = self.collapsed.get((model, key))
-            return None if not flags else TermScores(weight, label, np.empty((len(flags), 0)), np.array([flags[s] for s in sorted(flags)]))
+            return (
+                None
+                if not flags
+                else TermScores(weight, label, np.empty((len(flags), 0)), np.array([flags[s] for s in sorted(flags)]))
+            )
         seeds = self.configs[(model, task)].get(key)
         if not seeds:
             return None
@@ -147,11 +180,18 @@ def _values(claim: Claim, configs, axis: str) -> tuple[list, str]:
     """The β (or lag) values common to the claim's configurations (or, for a growth claim, each
     step between neighbouring values), and how terms pick them."""
     position = {"beta": 1, "lag": 3}[axis]
-    relevant = [t for t in claim.terms if t.kl not in ("base",) and not (axis == "beta" and t.kl == "none")
-                and not (axis == "lag" and t.policy == "on")]
+    relevant = [
+        t
+        for t in claim.terms
+        if t.kl not in ("base",)
+        and not (axis == "beta" and t.kl == "none")
+        and not (axis == "lag" and t.policy == "on")
+    ]
     if not relevant:
         return [None], "each"
-    common = set.intersection(*[{key[position] for key in configs if key[0] == t.kl and key[2] == t.policy} for t in relevant])
+    common = set.intersection(
+        *[{key[position] for key in configs if key[0] == t.kl and key[2] == t.policy} for t in relevant]
+    )
     mode = "steps" if any(getattr(t, axis) != "each" for t in relevant) else "each"
     if mode == "steps":
         values = sorted(common)
@@ -162,6 +202,7 @@ def _values(claim: Claim, configs, axis: str) -> tuple[list, str]:
 def _key(term: Term, beta, lag, beta_mode: str, lag_mode: str) -> tuple:
     def pick(value, mode: str, end: str):
         return value if mode == "each" else value[0 if end == "low" else 1]
+
     b = 0.0 if term.kl == "none" else pick(beta, beta_mode, term.beta)
     g = 0 if term.policy == "on" else pick(lag, lag_mode, term.lag)
     return (term.kl, b, term.policy, g)
@@ -170,8 +211,10 @@ def _key(term: Term, beta, lag, beta_mode: str, lag_mode: str) -> tuple:
 def _terms(claim: Claim, index: ScoreIndex, model: str, task: str, keys: list) -> list[TermScores] | None:
     """The claim's terms on one evaluation set, or None when a configuration (or the base) is missing."""
     scores_of = None if claim.test == "rate" else task
-    terms = [None if term.kl == "base" else index.term(model, scores_of, key, term.weight, term.label())
-             for term, key in zip(claim.terms, keys)]
+    terms = [
+        None if term.kl == "base" else index.term(model, scores_of, key, term.weight, term.label())
+        for term, key in zip(claim.terms, keys)
+    ]
     cells = [t for t in terms if t is not None]
     if len(cells) < sum(term.kl != "base" for term in claim.terms):
         return None
@@ -185,7 +228,9 @@ def _terms(claim: Claim, index: ScoreIndex, model: str, task: str, keys: list) -
                 return None
             if not set(problems) <= set(base.index):
                 raise ValueError(f"{model} base: its {task} evaluation lacks problems the cells have")
-            terms[position] = TermScores(term.weight, "base", base.loc[problems].to_numpy()[None, :], np.zeros(1, bool), fixed=True)
+            terms[position] = TermScores(
+                term.weight, "base", base.loc[problems].to_numpy()[None, :], np.zeros(1, bool), fixed=True
+            )
     return terms
 
 
@@ -198,7 +243,11 @@ def claim_rows(results) -> list[dict]:
         for model, task in index.configs:
             if (claim.domain == "in") != (index.in_domain.get(model) == task):
                 continue
-            configs = index.configs[(model, task)] if claim.test == "mean" else [key for m, key in index.collapsed if m == model]
+            configs = (
+                index.configs[(model, task)]
+                if claim.test == "mean"
+                else [key for m, key in index.collapsed if m == model]
+            )
             betas, beta_mode = _values(claim, configs, "beta")
             lags, lag_mode = _values(claim, configs, "lag")
             for beta, lag in itertools.product(betas, lags):
@@ -207,16 +256,44 @@ def claim_rows(results) -> list[dict]:
                 if terms is None:
                     continue
                 found = True
-                rows.append({"claim": claim.name, "paper": claim.paper, "comparison": claim.comparison(), "model": model,
-                             "task": task, "domain": claim.domain, "beta": _describe(beta), "lag": _describe(lag)}
-                            | tested_row(claim, terms, index.pool(model, task)))
+                rows.append(
+                    {
+                        "claim": claim.name,
+                        "paper": claim.paper,
+                        "comparison": claim.comparison(),
+                        "model": model,
+                        "task": task,
+                        "domain": claim.domain,
+                        "beta": _describe(beta),
+                        "lag": _describe(lag),
+                    }
+                    | tested_row(claim, terms, index.pool(model, task))
+                )
         if not found:
-            rows.append({"claim": claim.name, "paper": claim.paper, "comparison": claim.comparison(), "domain": claim.domain,
-                         "verdict": "not in this grid"})
+            rows.append(
+                {
+                    "claim": claim.name,
+                    "paper": claim.paper,
+                    "comparison": claim.comparison(),
+                    "domain": claim.domain,
+                    "verdict": "not in this grid",
+                }
+            )
     return [dict.fromkeys(COLUMNS, np.nan) | row for row in decide_family(rows)]
 
 
-VARIANCE_COLUMNS = ("model", "task", "domain", "configurations", "seeds", "collapsed", "problems", "seed_sd", "seed_df", "residual_sd")
+VARIANCE_COLUMNS = (
+    "model",
+    "task",
+    "domain",
+    "configurations",
+    "seeds",
+    "collapsed",
+    "problems",
+    "seed_sd",
+    "seed_df",
+    "residual_sd",
+)
 
 
 def variance_rows(results) -> list[dict]:
@@ -230,10 +307,20 @@ def variance_rows(results) -> list[dict]:
         pool = index.pool(model, task)
         sizes = [len(next(iter(seeds.values()))) for seeds in configs.values()]
         collapsed = sum(index.collapsed[(model, key)][seed] for key, seeds in configs.items() for seed in seeds)
-        rows.append({"model": model, "task": task, "domain": "in" if index.in_domain.get(model) == task else "out",
-                     "configurations": len(configs), "seeds": sum(len(seeds) for seeds in configs.values()),
-                     "collapsed": int(collapsed), "problems": max(sizes), "seed_sd": float(np.sqrt(pool.seed_var)),
-                     "seed_df": pool.seed_df, "residual_sd": float(np.sqrt(pool.residual_var))})
+        rows.append(
+            {
+                "model": model,
+                "task": task,
+                "domain": "in" if index.in_domain.get(model) == task else "out",
+                "configurations": len(configs),
+                "seeds": sum(len(seeds) for seeds in configs.values()),
+                "collapsed": int(collapsed),
+                "problems": max(sizes),
+                "seed_sd": float(np.sqrt(pool.seed_var)),
+                "seed_df": pool.seed_df,
+                "residual_sd": float(np.sqrt(pool.residual_var)),
+            }
+        )
     return rows
 
 

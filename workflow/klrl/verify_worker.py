@@ -301,7 +301,9 @@ def _template(fd: int) -> None:
         return  # the parent has closed the connection
 
 
-def check_equivalent(pairs: list[tuple[str, str]], timeout: float, deadline: float | None = BATCH_DEADLINE) -> list[bool]:
+def check_equivalent(
+    pairs: list[tuple[str, str]], timeout: float, deadline: float | None = BATCH_DEADLINE
+) -> list[bool]:
     """math-verify's verdict on each (reference, answer) pair; False where it took over `timeout`
     s, or was not reached within the batch's `deadline` s."""
     return _SERVICE.check(pairs, timeout, deadline) if pairs else []

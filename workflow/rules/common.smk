@@ -85,7 +85,13 @@ def data_options(task):
 def evaluation_options():
     """`klrl evaluate` options of what the config's evaluation section sets; `klrl evaluate`'s
     own defaults (klrl.evaluation.harness.CONFIG_DEFAULTS) hold for the rest."""
-    flags = {"samples": "--samples", "max_new_tokens": "--max-new-tokens", "batch_size": "--batch-size", "backend": "--backend", "limit": "--limit"}
+    flags = {
+        "samples": "--samples",
+        "max_new_tokens": "--max-new-tokens",
+        "batch_size": "--batch-size",
+        "backend": "--backend",
+        "limit": "--limit",
+    }
     options = [f"{flags[key]} {value}" for key, value in EVALUATION.items() if key in flags]
     return " ".join(options + ["--greedy"] * bool(EVALUATION.get("greedy")))
 
@@ -113,9 +119,10 @@ def script_caption(figure):
     path = Path(f"paper_figures/{figure}.py")
     caption = ast.get_docstring(ast.parse(path.read_text()))
     if not caption:
-        raise ValueError(f"{path}: no docstring; a figure script's docstring is its caption (what it shows and the claim it tests)")
+        raise ValueError(
+            f"{path}: no docstring; a figure script's docstring is its caption (what it shows and the claim it tests)"
+        )
     return caption
-
 
 
 def reconcile_runs(log):

@@ -33,7 +33,20 @@ from klrl.toy.policy import make_problem
 
 GROUP = 2  # sequences per group: the smallest group a leave-one-out or group-normalised baseline allows
 MATCH_TOLERANCE = 1e-6
-COLUMNS = ("library", "version", "setting", "mode", "method", "estimates", "rel_bias", "lag", "tv", "vocab", "horizon", "seed")
+COLUMNS = (
+    "library",
+    "version",
+    "setting",
+    "mode",
+    "method",
+    "estimates",
+    "rel_bias",
+    "lag",
+    "tv",
+    "vocab",
+    "horizon",
+    "seed",
+)
 
 
 @dataclass

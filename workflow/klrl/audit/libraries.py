@@ -23,4 +23,6 @@ def installed_settings() -> list[AuditSetting]:
 
         return trl_adapter.settings()
     except ImportError as error:
-        raise ValueError(f"TRL is not installed ({error}); pip install -c requirements/constraints.txt trl==1.16.0") from None
+        raise ValueError(
+            f"TRL is not installed ({error}); pip install -c requirements/constraints.txt trl==1.16.0"
+        ) from None

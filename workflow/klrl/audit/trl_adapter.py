@@ -32,8 +32,14 @@ def _accelerator() -> SimpleNamespace:
     """One process on the CPU: reductions and gathers are the identity."""
     same = lambda tensor, *args, **kwargs: tensor  # noqa: E731
     return SimpleNamespace(
-        device=torch.device("cpu"), process_index=0, num_processes=1, sync_gradients=True,
-        reduce=same, gather=same, gather_for_metrics=same, autocast=contextlib.nullcontext,
+        device=torch.device("cpu"),
+        process_index=0,
+        num_processes=1,
+        sync_gradients=True,
+        reduce=same,
+        gather=same,
+        gather_for_metrics=same,
+        autocast=contextlib.nullcontext,
     )
 
 
@@ -49,7 +55,9 @@ class _Policy:
 def _log_probs(model: _Policy, input_ids: torch.Tensor, attention_mask, logits_to_keep: int, *args, **kwargs):
     """`_get_per_token_logps_and_entropies` for the toy: (log-probs, entropies, aux loss)."""
     if model.logp.shape != (input_ids.shape[0], logits_to_keep):
-        raise ValueError(f"toy log-probs {tuple(model.logp.shape)} do not match the batch's completions {(input_ids.shape[0], logits_to_keep)}")
+        raise ValueError(
+            f"toy log-probs {tuple(model.logp.shape)} do not match the batch's completions {(input_ids.shape[0], logits_to_keep)}"
+        )
     return model.logp, torch.zeros_like(model.logp), None
 
 
@@ -86,7 +94,15 @@ def _prompt_inputs(batch: GroupBatch) -> dict:
 def _config(config_class, **options):
     with warnings.catch_warnings():  # transformers' deprecation notice for a field TRL's config sets
         warnings.simplefilter("ignore", FutureWarning)
-        return config_class(output_dir=tempfile.gettempdir(), beta=1.0, num_generations=GROUP, report_to="none", use_cpu=True, bf16=False, **options)
+        return config_class(
+            output_dir=tempfile.gettempdir(),
+            beta=1.0,
+            num_generations=GROUP,
+            report_to="none",
+            use_cpu=True,
+            bf16=False,
+            **options,
+        )
 
 
 def grpo_setting(version: str, options: dict) -> AuditSetting:
@@ -140,7 +156,13 @@ def rloo_setting(version: str) -> AuditSetting:
         trainer.pad_to_multiple_of = None
         trainer.mask_truncated_completions = False
         trainer.log_multimodal = False
-        trainer._logs = {"prompt": [], "completion": [], "rewards": defaultdict(list), "advantages": [], "extra": defaultdict(list)}
+        trainer._logs = {
+            "prompt": [],
+            "completion": [],
+            "rewards": defaultdict(list),
+            "advantages": [],
+            "extra": defaultdict(list),
+        }
         trainer._pending_extra_logs, trainer._pending_metrics = {}, {}
         completions = batch.seqs.tolist()
         trainer._generate = lambda prompts: ([[0]] * rows, completions, [str(ids) for ids in completions])

@@ -27,7 +27,15 @@ import os
 from pathlib import Path
 
 from klrl import __version__
-from klrl.evaluation.harness import BACKENDS, BATCH_SIZE, VLLM_MEMORY_FRACTION, Decoding, check_model, evaluate, lm_eval_task_name
+from klrl.evaluation.harness import (
+    BACKENDS,
+    BATCH_SIZE,
+    VLLM_MEMORY_FRACTION,
+    Decoding,
+    check_model,
+    evaluate,
+    lm_eval_task_name,
+)
 from klrl.files import write_atomic, write_jsonl
 from klrl.folder_lock import hold_lock
 from klrl.paths import SAMPLES, samples_file
@@ -94,26 +102,45 @@ def write_outputs(out: Path, results: dict, tasks: list[str], data_dir: Path, re
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="model folder (a cell's train/final, a base model) or Hub id")
     parser.add_argument("--revision", help="Hub revision of --model (a branch, tag or commit)")
-    parser.add_argument("--stop-tokens", nargs="*", default=[], metavar="TOKEN", help="tokens that end a completion besides the EOS and the chat template's end of turn")
-    parser.add_argument("--tasks", nargs="+", required=True, choices=sorted(TASKS), metavar="TASK", help="klrl task names")
+    parser.add_argument(
+        "--stop-tokens",
+        nargs="*",
+        default=[],
+        metavar="TOKEN",
+        help="tokens that end a completion besides the EOS and the chat template's end of turn",
+    )
+    parser.add_argument(
+        "--tasks", nargs="+", required=True, choices=sorted(TASKS), metavar="TASK", help="klrl task names"
+    )
     parser.add_argument("--data-dir", type=Path, required=True, help="folder of prepared tasks (<task>/test.jsonl)")
     parser.add_argument("--out", type=Path, required=True, help="results.json to write; samples/ goes beside it")
     parser.add_argument("--samples", type=int, default=Decoding.samples, help="n completions per problem for pass@1")
     parser.add_argument("--greedy", action="store_true", help="one greedy completion per problem instead")
-    parser.add_argument("--temperature", type=float, default=Decoding.temperature, help="sampling temperature (the paper's: 1.0)")
+    parser.add_argument(
+        "--temperature", type=float, default=Decoding.temperature, help="sampling temperature (the paper's: 1.0)"
+    )
     parser.add_argument("--top-p", type=float, default=Decoding.top_p, help="nucleus mass (the paper's: 1.0)")
     parser.add_argument("--max-new-tokens", type=int, default=Decoding.max_new_tokens, help="completion length limit")
     parser.add_argument("--backend", choices=BACKENDS, default=BACKENDS[0], help="hf (CPU or GPU) or vllm (GPU)")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:0 ... (vllm: cpu means its CPU build, in float32)")
+    parser.add_argument(
+        "--device", default="cpu", help="cpu, cuda, cuda:0 ... (vllm: cpu means its CPU build, in float32)"
+    )
     parser.add_argument("--batch-size", type=int, default=BATCH_SIZE, help="generation batch (hf backend)")
     parser.add_argument(
-        "--vllm-memory-fraction", type=float, default=VLLM_MEMORY_FRACTION, help="GPU memory vLLM may take (vllm backend; on CPU builds: of RAM)"
+        "--vllm-memory-fraction",
+        type=float,
+        default=VLLM_MEMORY_FRACTION,
+        help="GPU memory vLLM may take (vllm backend; on CPU builds: of RAM)",
     )
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
     parser.add_argument("--limit", type=int, help="only the first N problems of each task")
     parser.add_argument("--threads", type=int, help="torch CPU threads")
-    parser.add_argument("--max-prompt-tokens", type=int, default=MAX_PROMPT_TOKENS, help="longest prompt accepted from the data")
-    parser.add_argument("--max-answer-chars", type=int, default=MAX_ANSWER_CHARS, help="longest reference answer accepted")
+    parser.add_argument(
+        "--max-prompt-tokens", type=int, default=MAX_PROMPT_TOKENS, help="longest prompt accepted from the data"
+    )
+    parser.add_argument(
+        "--max-answer-chars", type=int, default=MAX_ANSWER_CHARS, help="longest reference answer accepted"
+    )
     parser.add_argument("--train-status", type=Path, help="the cell's train/status.json, recorded beside the scores")
     add_tracking_arguments(parser)
 
@@ -152,7 +179,9 @@ def _run(args: argparse.Namespace) -> None:
     train_status = json.loads(args.train_status.read_text()) if args.train_status else None
     args.out.parent.mkdir(parents=True, exist_ok=True)
     if train_status and train_status["status"] == "diverged" and has_non_finite_weights(args.model):
-        _write_json(args.out, {"model": args.model, "train_status": train_status, "tasks": {}, "skipped": "non-finite weights"})
+        _write_json(
+            args.out, {"model": args.model, "train_status": train_status, "tasks": {}, "skipped": "non-finite weights"}
+        )
         print(f"{args.out}: not evaluated, the cell diverged to non-finite weights ({train_status['reason']})")
         return
     if args.threads:
@@ -198,5 +227,7 @@ def _run(args: argparse.Namespace) -> None:
     if train_status is None:
         tracker.finish()  # a base model's run ends with its evaluation; a cell's ended with training
     for task, score in summary["tasks"].items():
-        print(f"{task}: pass@1 {score['pass@1']:.3f} ± {score['stderr'] or 0:.3f} ({score['problems']} problems × {samples})")
+        print(
+            f"{task}: pass@1 {score['pass@1']:.3f} ± {score['stderr'] or 0:.3f} ({score['problems']} problems × {samples})"
+        )
     print(f"{args.out}: generation {timing['generation']:.1f} s, overhead {timing['overhead']:.1f} s")

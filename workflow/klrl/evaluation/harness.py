@@ -26,7 +26,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-TEMPLATE = Path(__file__).parent / "lm_eval_tasks" / "_template_yaml"  # shared by every task; its `!function`s are hooks.py's
+TEMPLATE = (
+    Path(__file__).parent / "lm_eval_tasks" / "_template_yaml"
+)  # shared by every task; its `!function`s are hooks.py's
 BACKENDS = ("hf", "vllm")
 BATCH_SIZE = 64  # prompts per generation batch (hf backend; vLLM schedules its own)
 VLLM_MEMORY_FRACTION = 0.85  # of the GPU's memory (of RAM on vLLM's CPU build)
@@ -55,7 +57,9 @@ class Decoding:
         if self.greedy and self.samples != 1:
             raise ValueError("samples: greedy decoding is deterministic; use samples=1 with greedy")
         if not self.greedy and not (self.temperature > 0 and 0 < self.top_p <= 1):
-            raise ValueError(f"temperature {self.temperature} / top_p {self.top_p}: need temperature > 0, 0 < top_p <= 1")
+            raise ValueError(
+                f"temperature {self.temperature} / top_p {self.top_p}: need temperature > 0, 0 < top_p <= 1"
+            )
         if self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens: {self.max_new_tokens} must be at least 1")
 
@@ -70,7 +74,12 @@ class Decoding:
 
 # The defaults of every evaluation setting a workflow config may leave out (its `evaluation`
 # section): `klrl evaluate`'s, declared here once (the rules pass only what a config sets).
-CONFIG_DEFAULTS = {"samples": Decoding.samples, "greedy": Decoding.greedy, "batch_size": BATCH_SIZE, "backend": BACKENDS[0]}
+CONFIG_DEFAULTS = {
+    "samples": Decoding.samples,
+    "greedy": Decoding.greedy,
+    "batch_size": BATCH_SIZE,
+    "backend": BACKENDS[0],
+}
 
 
 def stop_kwargs(model: str, backend: str, extra: tuple[str, ...] = (), revision: str | None = None) -> dict:
@@ -97,7 +106,9 @@ def write_task_configs(tasks: list[str], folder: Path) -> None:
     for name in tasks:
         task = get_task(name)
         config = {"include": str(TEMPLATE), "task": lm_eval_task_name(name), "dataset_kwargs": {"task": name}}
-        (Path(folder) / f"{lm_eval_task_name(name)}.yaml").write_text(f"# {task.description}\n" + yaml.safe_dump(config, sort_keys=False))
+        (Path(folder) / f"{lm_eval_task_name(name)}.yaml").write_text(
+            f"# {task.description}\n" + yaml.safe_dump(config, sort_keys=False)
+        )
 
 
 def check_model(model: str) -> None:
@@ -114,12 +125,19 @@ def check_model(model: str) -> None:
             raise ValueError(f"model {model}: transformers cannot read its config ({error})") from None
 
 
-def _model_args(backend: str, model: str, revision: str | None, device: str, seed: int, vllm_memory_fraction: float) -> dict:
+def _model_args(
+    backend: str, model: str, revision: str | None, device: str, seed: int, vllm_memory_fraction: float
+) -> dict:
     on_cpu = device == "cpu"
     pinned = {"revision": revision} if revision else {}
     if backend == "hf":
         return {"pretrained": model, "device": device, "dtype": "float32" if on_cpu else "auto"} | pinned
-    args = {"pretrained": model, "dtype": "float32" if on_cpu else "auto", "seed": seed, "gpu_memory_utilization": vllm_memory_fraction} | pinned
+    args = {
+        "pretrained": model,
+        "dtype": "float32" if on_cpu else "auto",
+        "seed": seed,
+        "gpu_memory_utilization": vllm_memory_fraction,
+    } | pinned
     # vLLM's CPU build: no torch.compile warm-up (minutes on CPU for seconds of generation)
     return args | ({"enforce_eager": True} if on_cpu else {})
 
@@ -162,7 +180,9 @@ def evaluate(
     mark = time.perf_counter()
     try:
         batching = {"batch_size": batch_size if backend == "hf" else "auto"}  # vLLM schedules its own batches
-        lm = get_model(backend).create_from_arg_obj(_model_args(backend, model, revision, device, seed, vllm_memory_fraction), batching)
+        lm = get_model(backend).create_from_arg_obj(
+            _model_args(backend, model, revision, device, seed, vllm_memory_fraction), batching
+        )
         stops = stop_kwargs(model, backend, stop_tokens, revision)
     except (OSError, ValueError, RuntimeError) as error:
         raise ValueError(f"model {model}: the {backend} backend cannot load it ({error})") from error

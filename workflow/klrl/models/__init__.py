@@ -39,7 +39,10 @@ class BaseModel:
 
 BUILT_MODELS = {
     model.name: model
-    for model in (BaseModel("tiny", "pretrain", verb="pretrain-base"), BaseModel("smollm2-135m", "convert", verb="convert-base"))
+    for model in (
+        BaseModel("tiny", "pretrain", verb="pretrain-base"),
+        BaseModel("smollm2-135m", "convert", verb="convert-base"),
+    )
 }
 
 
@@ -54,7 +57,9 @@ def get_base_model(name: str, declared: dict | None = None) -> BaseModel:
     if name in BUILT_MODELS:
         return BUILT_MODELS[name]
     hub = sorted(key for key, value in (declared or {}).items() if "hub" in value)
-    raise ValueError(f"unknown base model {name!r}; built here: {', '.join(BUILT_MODELS)}; declared with hub: {', '.join(hub) or 'none'}")
+    raise ValueError(
+        f"unknown base model {name!r}; built here: {', '.join(BUILT_MODELS)}; declared with hub: {', '.join(hub) or 'none'}"
+    )
 
 
 def built_folder(name: str, declared: dict | None = None) -> Path:
@@ -76,5 +81,7 @@ def recipe_options(name: str, declared: dict | None = None) -> dict | None:
     done = {"pretrain": "pretrained", "convert": "converted"}
     for key in done:
         if key != build and key in spec:
-            raise ValueError(f"models.{name}.{key}: {name} is {done[build]}, not {done[key]}; its recipe is models.{name}.{build}")
+            raise ValueError(
+                f"models.{name}.{key}: {name} is {done[build]}, not {done[key]}; its recipe is models.{name}.{build}"
+            )
     return spec.get(build)

@@ -56,7 +56,8 @@ class TinyConfig:
     weight_decay: float = field(default=0.1, metadata={"help": "AdamW weight decay"})
     corrupt_prob: float = field(default=0.6, metadata={"help": "share of corpus answers with one wrong digit"})
     clean_fraction: float = field(
-        default=0.75, metadata={"help": "first share of the steps with no corrupted answers (learn the skill, then the noise)"}
+        default=0.75,
+        metadata={"help": "first share of the steps with no corrupted answers (learn the skill, then the noise)"},
     )
     mix: dict[str, float] = field(
         default_factory=lambda: {"arith": 0.6, "arith-long": 0.2, "arith-spoken": 0.2},
@@ -66,7 +67,9 @@ class TinyConfig:
     check_tasks: list[str] = field(
         default_factory=lambda: list(TINY_TASKS), metadata={"help": "tasks whose held-out problems the build scores"}
     )
-    check_problems: int = field(default=150, metadata={"help": "held-out problems per checked task (data seed 0: a config's first test rows)"})
+    check_problems: int = field(
+        default=150, metadata={"help": "held-out problems per checked task (data seed 0: a config's first test rows)"}
+    )
     check_samples: int = field(default=4, metadata={"help": "samples per problem for pass@1 at temperature 1"})
     floor: dict[str, float] = field(
         default_factory=lambda: {"arith/greedy": 0.9, "arith/t1": 0.3, "arith-long/t1": 0.15, "arith-spoken/t1": 0.15},
@@ -78,11 +81,15 @@ class TinyConfig:
         for name, tasks in (("mix", self.mix), ("check_tasks", self.check_tasks)):
             unknown = sorted(set(tasks) - family)
             if unknown:
-                raise ValueError(f"{name}: {unknown[0]!r} is not a task of the tiny base; its tasks: {', '.join(TINY_TASKS)}")
+                raise ValueError(
+                    f"{name}: {unknown[0]!r} is not a task of the tiny base; its tasks: {', '.join(TINY_TASKS)}"
+                )
         for key in self.floor:
             task, _, decoding = key.partition("/")
             if task not in self.check_tasks or decoding not in ("greedy", "t1"):
-                raise ValueError(f"floor: {key!r} is not '<task>/greedy' or '<task>/t1' of a checked task ({', '.join(self.check_tasks)})")
+                raise ValueError(
+                    f"floor: {key!r} is not '<task>/greedy' or '<task>/t1' of a checked task ({', '.join(self.check_tasks)})"
+                )
 
 
 def tiny_recipe(options: dict | None) -> TinyConfig:
@@ -106,7 +113,9 @@ def convert_layers(options: dict | None) -> int | None:
     if layers is None:
         return None
     if not isinstance(layers, int) or isinstance(layers, bool) or not 1 <= layers <= DECODER_LAYERS:
-        raise ValueError(f"models.smollm2-135m.convert.layers: {layers!r} is not a number of layers from 1 to {DECODER_LAYERS}")
+        raise ValueError(
+            f"models.smollm2-135m.convert.layers: {layers!r} is not a number of layers from 1 to {DECODER_LAYERS}"
+        )
     return None if layers == DECODER_LAYERS else layers
 
 
@@ -148,5 +157,8 @@ def build_arguments(model: str, options: dict | None) -> list[str]:
         if isinstance(value, list):
             arguments += [flag, *value]
         else:
-            arguments += [flag, json.dumps(value, sort_keys=True, separators=(",", ":")) if isinstance(value, dict) else str(value)]
+            arguments += [
+                flag,
+                json.dumps(value, sort_keys=True, separators=(",", ":")) if isinstance(value, dict) else str(value),
+            ]
     return arguments

@@ -248,4 +248,3 @@ def convert_smollm2(out_dir: Path, layers: int | None = None) -> Path:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return out_dir
-

@@ -132,7 +132,9 @@ def pretrain_tiny(out_dir: Path, config: TinyConfig, log_every: int = 100) -> di
     tokenizer = build_tokenizer()
     model = build_model(tokenizer, config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.95))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, config.warmup, config.steps, True))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: lr_factor(step, config.warmup, config.steps, True)
+    )
     batches = example_batches(tokenizer, config, random.Random(config.seed))
     start, losses = time.monotonic(), []
     model.train()

@@ -78,11 +78,21 @@ TASKS = {
         _arith("arith-word", "word problems (the tiny base cannot read them)"),
         _arith("arith-spoken", "arith asked in words: out-of-domain (default), in-domain (SmolLM2 study)"),
         _arith("arith-long-spoken", "out-of-domain (SmolLM2 study): arith-long asked in words"),
-        Task("math", "math", ("train", "test"), MATH_INSTRUCTION, "hub", "in-domain (paper): MATH, MATH-500", _load_math),
+        Task(
+            "math", "math", ("train", "test"), MATH_INSTRUCTION, "hub", "in-domain (paper): MATH, MATH-500", _load_math
+        ),
         _mmlu("college_physics"),
         _mmlu("college_chemistry"),
         _mmlu("college_biology"),
-        Task("countdown", "countdown", ("train", "test"), "", "generated", "Countdown (paper), reasoning-gym", _load_countdown),
+        Task(
+            "countdown",
+            "countdown",
+            ("train", "test"),
+            "",
+            "generated",
+            "Countdown (paper), reasoning-gym",
+            _load_countdown,
+        ),
     )
 }
 
@@ -93,7 +103,9 @@ def get_task(name: str) -> Task:
     return TASKS[name]
 
 
-def load_rows(task: Task, split: str, *, seed: int = 0, size: int | None = None, source: str | None = None) -> list[dict]:
+def load_rows(
+    task: Task, split: str, *, seed: int = 0, size: int | None = None, source: str | None = None
+) -> list[dict]:
     """The rows of one split. `size` is required for generated tasks and caps the others."""
     source = source or task.source
     if split not in task.splits:

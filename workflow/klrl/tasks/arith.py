@@ -107,7 +107,9 @@ def corrupt(answer: int, rng: random.Random) -> int:
     """The answer with one digit replaced by a different random digit (never a leading zero)."""
     digits = list(str(answer))
     position = rng.randrange(len(digits))
-    choices = [d for d in "0123456789" if d != digits[position] and not (position == 0 and d == "0" and len(digits) > 1)]
+    choices = [
+        d for d in "0123456789" if d != digits[position] and not (position == 0 and d == "0" and len(digits) > 1)
+    ]
     digits[position] = rng.choice(choices)
     return int("".join(digits))
 

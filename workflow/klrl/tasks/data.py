@@ -44,7 +44,9 @@ def prepare(
     sizes = sizes or {}
     unknown = set(sizes) - set(task.splits)
     if unknown:
-        raise ValueError(f"sizes: task {task_name!r} has no split {sorted(unknown)}; its splits: {', '.join(task.splits)}")
+        raise ValueError(
+            f"sizes: task {task_name!r} has no split {sorted(unknown)}; its splits: {', '.join(task.splits)}"
+        )
     instruction = task.instruction if instruction is None else instruction
     shots = check_shots(shots or [], "shots")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -73,10 +75,12 @@ def prepare(
 def check_shots(shots, where: str) -> list[dict]:
     """`shots` if it is a list of {"user": text, "assistant": text}; ValueError naming `where` otherwise."""
     if not isinstance(shots, list) or not all(
-        isinstance(shot, dict) and set(shot) == {"user", "assistant"} and all(isinstance(text, str) for text in shot.values())
+        isinstance(shot, dict)
+        and set(shot) == {"user", "assistant"}
+        and all(isinstance(text, str) for text in shot.values())
         for shot in shots
     ):
-        raise ValueError(f"{where}: must be a list of {{\"user\": text, \"assistant\": text}}, got {shots!r:.80}")
+        raise ValueError(f'{where}: must be a list of {{"user": text, "assistant": text}}, got {shots!r:.80}')
     return shots
 
 
@@ -154,7 +158,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--test-size", type=int, help="rows of the test split (required for generated tasks)")
     parser.add_argument("--source", choices=("generated", "hub", "fixture"), help="default: the task's own")
     parser.add_argument("--instruction", help="text appended to each problem (default: the task's)")
-    parser.add_argument("--shots", type=_json_shots, default=[], help='worked examples before each prompt, JSON: [{"user": ..., "assistant": ...}]')
+    parser.add_argument(
+        "--shots",
+        type=_json_shots,
+        default=[],
+        help='worked examples before each prompt, JSON: [{"user": ..., "assistant": ...}]',
+    )
 
 
 def _json_shots(text: str) -> list[dict]:
@@ -168,9 +177,19 @@ def _json_shots(text: str) -> list[dict]:
 
 def run(args: argparse.Namespace) -> None:
     splits = get_task(args.task).splits
-    sizes = {split: size for split, size in (("train", args.train_size), ("test", args.test_size)) if size and split in splits}
+    sizes = {
+        split: size
+        for split, size in (("train", args.train_size), ("test", args.test_size))
+        if size and split in splits
+    }
     manifest = prepare(
-        args.task, args.out, seed=args.seed, sizes=sizes, source=args.source, instruction=args.instruction, shots=args.shots
+        args.task,
+        args.out,
+        seed=args.seed,
+        sizes=sizes,
+        source=args.source,
+        instruction=args.instruction,
+        shots=args.shots,
     )
     counts = ", ".join(f"{name}: {info['count']}" for name, info in manifest["files"].items())
     print(f"{args.task} → {args.out} ({counts})")

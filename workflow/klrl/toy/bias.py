@@ -70,9 +70,7 @@ def total_variation(problem: ToyProblem) -> float:
     return 0.5 * (pi - mu).abs().sum().item()
 
 
-def toy_rows(
-    vocab: int = 3, horizon: int = 4, seed: int = 0, samples: int = 4000, batch_size: int = 16
-) -> list[dict]:
+def toy_rows(vocab: int = 3, horizon: int = 4, seed: int = 0, samples: int = 4000, batch_size: int = 16) -> list[dict]:
     """One row per (configuration, mode), with the columns in COLUMNS."""
     problem = make_problem(vocab, horizon, seed, lag_steps=LAG_STEPS)
     tv = total_variation(problem)
@@ -141,8 +139,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples", type=int, default=4000, help="Monte Carlo batches for the variance")
     parser.add_argument("--batch-size", type=int, default=16, help="sequences per batch estimate (≥ 2)")
     parser.add_argument("--lags", type=int, nargs="+", default=[0, 1, 2, 4, 8, 16], help="lags of the staleness curve")
-    parser.add_argument("--horizons", type=int, nargs="+", default=[1, 2, 4, 6, 8], help="lengths of the prefix-IS curve (V = 2)")
-    parser.add_argument("--curves-out", type=Path, help="folder for by_lag.csv and prefixis_by_horizon.csv (default: no curves)")
+    parser.add_argument(
+        "--horizons", type=int, nargs="+", default=[1, 2, 4, 6, 8], help="lengths of the prefix-IS curve (V = 2)"
+    )
+    parser.add_argument(
+        "--curves-out", type=Path, help="folder for by_lag.csv and prefixis_by_horizon.csv (default: no curves)"
+    )
 
 
 def run(args: argparse.Namespace) -> None:
@@ -154,8 +156,12 @@ def run(args: argparse.Namespace) -> None:
     if args.curves_out:
         from klrl.toy import staleness
 
-        by_lag = staleness.lag_rows(args.lags, args.vocab, args.horizon, args.seed, samples=args.samples // 4, batch_size=args.batch_size)
-        by_horizon = staleness.horizon_rows(args.horizons, seed=args.seed, samples=args.samples // 4, batch_size=args.batch_size)
+        by_lag = staleness.lag_rows(
+            args.lags, args.vocab, args.horizon, args.seed, samples=args.samples // 4, batch_size=args.batch_size
+        )
+        by_horizon = staleness.horizon_rows(
+            args.horizons, seed=args.seed, samples=args.samples // 4, batch_size=args.batch_size
+        )
         write_csv(by_lag, args.curves_out / "by_lag.csv", staleness.LAG_COLUMNS)
         write_csv(by_horizon, args.curves_out / "prefixis_by_horizon.csv", staleness.HORIZON_COLUMNS)
         print(staleness.curve_markdown(by_lag, "lag", "rel_bias"), end="")

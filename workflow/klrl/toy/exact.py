@@ -89,7 +89,10 @@ def toy_loss_config(config: KLConfig, **options) -> LossConfig:
 
 
 def expected_gradient(
-    problem: ToyProblem, config: KLConfig | LossConfig, mode: str, engine_theta: torch.Tensor | None = None,
+    problem: ToyProblem,
+    config: KLConfig | LossConfig,
+    mode: str,
+    engine_theta: torch.Tensor | None = None,
     correction: EngineCorrection | None = None,
 ) -> torch.Tensor:
     """E[∇ batch_loss] / β over batches of GROUP samples from q, exactly; zero for 'none'.
@@ -116,7 +119,15 @@ def expected_gradient(
         behaviour = None if e.behaviour_logp is None else e.behaviour_logp[batch_rows]
         rewards = torch.zeros(GROUP, dtype=torch.float64)
         sample_weights = None if weights is None else weights[batch_rows]
-        loss, _ = batch_loss(loss_config, e.logp[batch_rows], e.ref_logp[batch_rows], behaviour, rewards, e.mask[batch_rows], sample_weights)
+        loss, _ = batch_loss(
+            loss_config,
+            e.logp[batch_rows],
+            e.ref_logp[batch_rows],
+            behaviour,
+            rewards,
+            e.mask[batch_rows],
+            sample_weights,
+        )
         return loss
 
     losses = torch.func.vmap(loss_of)(rows)

@@ -30,7 +30,9 @@ HORIZON_COLUMNS = ("config", "horizon", "lag", "tv", "rel_bias", "rel_std")
 PREFIX_CONFIGS = ("k1-reward-prefixis", "k1-reward-seqis")
 
 
-def _off_policy(problem: ToyProblem, name: str, samples: int, batch_size: int, generator: torch.Generator) -> tuple[float, float]:
+def _off_policy(
+    problem: ToyProblem, name: str, samples: int, batch_size: int, generator: torch.Generator
+) -> tuple[float, float]:
     """(rel_bias, rel_std) of one configuration's off-policy gradient against ∇KL."""
     true_grad = sequence_kl_gradient(problem).reshape(-1)
     scale = true_grad.norm()
@@ -41,7 +43,16 @@ def _off_policy(problem: ToyProblem, name: str, samples: int, batch_size: int, g
     return ((exact - true_grad).norm() / scale).item(), (variance.sqrt() / scale).item()
 
 
-def _rows(points: list[int], make, configs: tuple[str, ...], axis: str, problems: int, seed: int, samples: int, batch_size: int) -> list[dict]:
+def _rows(
+    points: list[int],
+    make,
+    configs: tuple[str, ...],
+    axis: str,
+    problems: int,
+    seed: int,
+    samples: int,
+    batch_size: int,
+) -> list[dict]:
     """Per point × configuration, the median over `problems` random toy problems (seeds seed,
     seed + 1, ...) of rel_bias and rel_std, and the median TV."""
     generator = torch.Generator().manual_seed(seed)
@@ -56,21 +67,55 @@ def _rows(points: list[int], make, configs: tuple[str, ...], axis: str, problems
                 results[name].append(_off_policy(problem, name, samples, batch_size, generator))
         for name, values in results.items():
             bias, std = torch.tensor(values).median(0).values.tolist()
-            rows.append({"config": name, axis: point, "tv": float(torch.tensor(tvs).median()), "rel_bias": bias, "rel_std": std})
+            rows.append(
+                {"config": name, axis: point, "tv": float(torch.tensor(tvs).median()), "rel_bias": bias, "rel_std": std}
+            )
     return rows
 
 
-def lag_rows(lags: list[int], vocab: int = 3, horizon: int = 4, seed: int = 0, problems: int = 4, samples: int = 1000,
-             batch_size: int = 16, configs: tuple[str, ...] = tuple(name for name in STANDARD_CONFIGS if name != "none")) -> list[dict]:
+def lag_rows(
+    lags: list[int],
+    vocab: int = 3,
+    horizon: int = 4,
+    seed: int = 0,
+    problems: int = 4,
+    samples: int = 1000,
+    batch_size: int = 16,
+    configs: tuple[str, ...] = tuple(name for name in STANDARD_CONFIGS if name != "none"),
+) -> list[dict]:
     """One row per configuration × lag (columns LAG_COLUMNS), medians over `problems` toy problems."""
-    return _rows(lags, lambda lag, s: make_problem(vocab, horizon, s, lag_steps=lag), configs, "lag", problems, seed, samples, batch_size)
+    return _rows(
+        lags,
+        lambda lag, s: make_problem(vocab, horizon, s, lag_steps=lag),
+        configs,
+        "lag",
+        problems,
+        seed,
+        samples,
+        batch_size,
+    )
 
 
-def horizon_rows(horizons: list[int], vocab: int = 2, lag: int = 3, seed: int = 0, problems: int = 4, samples: int = 1000,
-                 batch_size: int = 16) -> list[dict]:
+def horizon_rows(
+    horizons: list[int],
+    vocab: int = 2,
+    lag: int = 3,
+    seed: int = 0,
+    problems: int = 4,
+    samples: int = 1000,
+    batch_size: int = 16,
+) -> list[dict]:
     """rel_std and rel_bias (0 up to rounding) of the prefix- and sequence-weighted K1 estimators per length T."""
-    rows = _rows(horizons, lambda horizon, s: make_problem(vocab, horizon, s, lag_steps=lag), PREFIX_CONFIGS, "horizon",
-                 problems, seed, samples, batch_size)
+    rows = _rows(
+        horizons,
+        lambda horizon, s: make_problem(vocab, horizon, s, lag_steps=lag),
+        PREFIX_CONFIGS,
+        "horizon",
+        problems,
+        seed,
+        samples,
+        batch_size,
+    )
     return [row | {"lag": lag} for row in rows]
 
 
@@ -79,8 +124,10 @@ def curve_markdown(rows: list[dict], axis: str, value: str) -> str:
     headed by the total variation at each."""
     points = list(dict.fromkeys(row[axis] for row in rows))
     tv = {row[axis]: row["tv"] for row in rows}
-    lines = [f"| {value} \\ {axis} | " + " | ".join(f"{p} (TV {tv[p]:.2f})" for p in points) + " |",
-             "|---|" + "---|" * len(points)]
+    lines = [
+        f"| {value} \\ {axis} | " + " | ".join(f"{p} (TV {tv[p]:.2f})" for p in points) + " |",
+        "|---|" + "---|" * len(points),
+    ]
     for name in dict.fromkeys(row["config"] for row in rows):
         by_point = {row[axis]: row[value] for row in rows if row["config"] == name}
         lines.append(f"| {name} | " + " | ".join(f"{by_point[p]:.3g}" for p in points) + " |")

@@ -42,7 +42,9 @@ def recorded_run(folder: Path, runs: dict) -> str | None:
 
 def _superseded_runs(folder: Path, runs: dict) -> list[str]:
     """The runs of the superseded attempts, oldest first."""
-    slots = sorted((path for path in (folder / SUPERSEDED).glob("*") if path.name.isdigit()), key=lambda path: int(path.name))
+    slots = sorted(
+        (path for path in (folder / SUPERSEDED).glob("*") if path.name.isdigit()), key=lambda path: int(path.name)
+    )
     records = (_read_record(slot / RUN_RECORD, runs) for slot in slots)
     return [record["run_id"] for record in records if record]
 
@@ -66,10 +68,19 @@ def attempt_tracker(folder: Path, config: TrainConfig, runs_file: Path, key: str
         run_id = base.run_id
     else:
         old = client.get_run(earlier[-1])
-        tags = {name: value for name, value in old.data.tags.items() if name in (KEY_TAG, "mlflow.parentRunId", "group", *run_tags(key))}
+        tags = {
+            name: value
+            for name, value in old.data.tags.items()
+            if name in (KEY_TAG, "mlflow.parentRunId", "group", *run_tags(key))
+        }
         run_id = client.create_run(runs["experiment_id"], run_name=key, tags=tags).info.run_id
     folder.mkdir(parents=True, exist_ok=True)
-    record = {"run_id": run_id, "attempt": attempt, "tracking_uri": runs["tracking_uri"], "experiment_id": runs["experiment_id"]}
+    record = {
+        "run_id": run_id,
+        "attempt": attempt,
+        "tracking_uri": runs["tracking_uri"],
+        "experiment_id": runs["experiment_id"],
+    }
     write_atomic(folder / RUN_RECORD, json.dumps(record, indent=2) + "\n")
     for number, old_id in enumerate(earlier, 1):
         _mark_superseded(client, old_id, run_id, key, number)

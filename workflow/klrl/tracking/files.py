@@ -10,7 +10,11 @@ from klrl.tracking.runs import Tracker
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mlflow-runs", type=Path, required=True, help="the grid's runs file")
-    parser.add_argument("--mlflow-key", default="grid", help="the run to attach to in --mlflow-runs: the grid's parent run, a cell id or base/<model>")
+    parser.add_argument(
+        "--mlflow-key",
+        default="grid",
+        help="the run to attach to in --mlflow-runs: the grid's parent run, a cell id or base/<model>",
+    )
     parser.add_argument("--artifact-path", default="figures", help="folder in the run's artifacts")
     parser.add_argument("--marker", type=Path, required=True, help="file written when done (the workflow's output)")
     parser.add_argument("files", nargs="+", type=Path, help="files to attach")

@@ -83,7 +83,9 @@ def track_grid(experiment: str, uri: str | None, keys: list[str], out: Path, gro
         runs = _existing_runs(client, experiment_id)
         commit = {"mlflow.source.git.commit": commit} if (commit := source_commit()) else {}
         if "grid" not in runs:
-            runs["grid"] = client.create_run(experiment_id, run_name="grid", tags={KEY_TAG: "grid"} | commit).info.run_id
+            runs["grid"] = client.create_run(
+                experiment_id, run_name="grid", tags={KEY_TAG: "grid"} | commit
+            ).info.run_id
         for key in keys:
             if key not in runs:
                 tags = run_tags(key) | {KEY_TAG: key, "mlflow.parentRunId": runs["grid"]} | commit
@@ -98,7 +100,9 @@ def track_grid(experiment: str, uri: str | None, keys: list[str], out: Path, gro
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--experiment", required=True, help="the config's experiment; its MLflow experiment is klrl-<experiment>")
+    parser.add_argument(
+        "--experiment", required=True, help="the config's experiment; its MLflow experiment is klrl-<experiment>"
+    )
     parser.add_argument("--uri", default="", help="tracking store when MLFLOW_TRACKING_URI is unset; '' with --off")
     parser.add_argument("--off", action="store_true", help="tracking off: write a runs file that disables it")
     parser.add_argument("--cells", nargs="*", default=[], metavar="GROUP:CELL", help="cells, each as group:cell-id")

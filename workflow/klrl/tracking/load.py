@@ -58,7 +58,9 @@ def _write(uri: str, run_id: str, index: int, seconds: float, artifact_every: in
                 tracker.log_artifact(path, ARTIFACTS)
                 files.append(path.name)
     except Exception as failure:  # reported, counted as a failed writer
-        error = f"{type(failure).__name__}: {str(failure).strip().splitlines()[0] if str(failure).strip() else ''}"[:300]
+        error = f"{type(failure).__name__}: {str(failure).strip().splitlines()[0] if str(failure).strip() else ''}"[
+            :300
+        ]
     answer.put({"run_id": run_id, "steps": steps, "files": files, "error": error})
 
 
@@ -67,8 +69,16 @@ def _read_back(uri: str, logged: list[dict]) -> dict:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
-    figures = {"rows_logged": 0, "rows_arrived": 0, "rows_lost": 0, "rows_duplicated": 0, "files_logged": 0, "files_arrived": 0,
-               "files_lost": 0, "params_lost": 0}
+    figures = {
+        "rows_logged": 0,
+        "rows_arrived": 0,
+        "rows_lost": 0,
+        "rows_duplicated": 0,
+        "files_logged": 0,
+        "files_arrived": 0,
+        "files_lost": 0,
+        "params_lost": 0,
+    }
     for writer in logged:
         if len(client.get_run(writer["run_id"]).data.params) != 3 and writer["steps"]:
             figures["params_lost"] += 1
@@ -103,7 +113,9 @@ def load(uri: str, writers: int = 32, seconds: float = 10.0, artifact_every: int
         started = time.monotonic()
         for index, (run_id, folder) in enumerate(zip(run_ids, folders)):
             folder.mkdir()
-            jobs.append(processes.Process(target=_write, args=(uri, run_id, index, seconds, artifact_every, folder, answer)))
+            jobs.append(
+                processes.Process(target=_write, args=(uri, run_id, index, seconds, artifact_every, folder, answer))
+            )
             jobs[-1].start()
         logged = [answer.get(timeout=seconds + 600) for _ in jobs]
         for job in jobs:
@@ -111,8 +123,12 @@ def load(uri: str, writers: int = 32, seconds: float = 10.0, artifact_every: int
         wall = time.monotonic() - started
         figures = {"store": uri.split(":", 1)[0], "writers": writers, "seconds": seconds} | _read_back(uri, logged)
     errors = [writer["error"] for writer in logged if writer["error"]]
-    figures |= {"writers_failed": len(errors), "first_error": errors[0] if errors else None, "wall_s": round(wall, 1),
-                "rows_per_s": round(figures["rows_arrived"] / wall, 1)}
+    figures |= {
+        "writers_failed": len(errors),
+        "first_error": errors[0] if errors else None,
+        "wall_s": round(wall, 1),
+        "rows_per_s": round(figures["rows_arrived"] / wall, 1),
+    }
     return figures
 
 
@@ -132,5 +148,11 @@ def run(args: argparse.Namespace) -> None:
         print(f"{name}: {value}")
     if args.report:
         args.report.write_text(json.dumps(figures, indent=2) + "\n")
-    if figures["writers_failed"] or figures["rows_lost"] or figures["rows_duplicated"] or figures["files_lost"] or figures["params_lost"]:
+    if (
+        figures["writers_failed"]
+        or figures["rows_lost"]
+        or figures["rows_duplicated"]
+        or figures["files_lost"]
+        or figures["params_lost"]
+    ):
         sys.exit(1)

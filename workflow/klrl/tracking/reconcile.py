@@ -60,7 +60,9 @@ def reconcile(runs_file: Path, root: Path) -> dict[str, str]:
     client = MlflowClient(runs["tracking_uri"])
     running, token = [], None
     while True:
-        page = client.search_runs([runs["experiment_id"]], "attributes.status = 'RUNNING'", max_results=1000, page_token=token)
+        page = client.search_runs(
+            [runs["experiment_id"]], "attributes.status = 'RUNNING'", max_results=1000, page_token=token
+        )
         running += list(page)
         token = page.token
         if not token:
@@ -74,7 +76,9 @@ def reconcile(runs_file: Path, root: Path) -> dict[str, str]:
             outcome = _end(client, run.info.run_id, "FINISHED", "completed")
         elif key.startswith("base/"):
             scored = any(name.startswith("final_eval/") for name in run.data.metrics)
-            outcome = _end(client, run.info.run_id, "FINISHED" if scored else "SCHEDULED", "completed" if scored else "scheduled")
+            outcome = _end(
+                client, run.info.run_id, "FINISHED" if scored else "SCHEDULED", "completed" if scored else "scheduled"
+            )
         else:
             folder = Layout(Path(root)).train(key)
             outcome = _reconcile_cell(client, run, folder, recorded_run(folder, runs) or runs["runs"].get(key))
@@ -84,8 +88,15 @@ def reconcile(runs_file: Path, root: Path) -> dict[str, str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--mlflow-runs", type=Path, required=True, help="the grid's runs file (klrl track-grid); absent: nothing to do")
-    parser.add_argument("--root", type=Path, required=True, help="the config's results folder (results/<experiment>), whose cells/<cell>/train/ say how each job ended")
+    parser.add_argument(
+        "--mlflow-runs", type=Path, required=True, help="the grid's runs file (klrl track-grid); absent: nothing to do"
+    )
+    parser.add_argument(
+        "--root",
+        type=Path,
+        required=True,
+        help="the config's results folder (results/<experiment>), whose cells/<cell>/train/ say how each job ended",
+    )
 
 
 def run(args: argparse.Namespace) -> None:

@@ -28,7 +28,9 @@ def read_runs_file(path: Path) -> dict:
 def source_commit() -> str | None:
     """The git commit of the klrl code that runs (None outside a git checkout or without git)."""
     try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10)
+        done = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout.strip() if done.returncode == 0 else None
@@ -43,7 +45,6 @@ def run_tags(key: str) -> dict[str, str]:
     if key.startswith("base/"):
         return {"model": key.removeprefix("base/"), "kl": "base"}
     return {name: str(value) for name, value in parse_cell_id(key).items()}
-
 
 
 class Tracker:
@@ -87,7 +88,11 @@ class Tracker:
 
             if self._held is None:
                 self._held = self._logged_points()
-            finite = {k.replace("@", "_at_"): float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+            finite = {
+                k.replace("@", "_at_"): float(v)
+                for k, v in metrics.items()
+                if isinstance(v, (int, float)) and math.isfinite(v)
+            }
             now_ms = int(time.time() * 1000)  # the wall time of logging: MLflow's charts by time read it
             batch = [Metric(key, value, now_ms, step) for key, value in finite.items() if (key, step) not in self._held]
             if batch:
@@ -111,7 +116,9 @@ class Tracker:
         from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
         self._client.update_run(self.run_id, status="RUNNING")
-        monitor = SystemMetricsMonitor(self.run_id, sampling_interval=interval_s, resume_logging=True, tracking_uri=self.tracking_uri)
+        monitor = SystemMetricsMonitor(
+            self.run_id, sampling_interval=interval_s, resume_logging=True, tracking_uri=self.tracking_uri
+        )
         monitor.start()
         try:
             yield

@@ -81,7 +81,19 @@ def postgres(state: Path, port: int | None = None, connections: int = 100):
     state, user = Path(state).resolve(), _server_user()
     data, port = state / "postgres", port or free_port()
     _init_cluster(data, user)
-    command = [str(postgres_bin() / "postgres"), "-D", str(data), "-h", "127.0.0.1", "-p", str(port), "-k", str(data), "-N", str(connections)]
+    command = [
+        str(postgres_bin() / "postgres"),
+        "-D",
+        str(data),
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "-k",
+        str(data),
+        "-N",
+        str(connections),
+    ]
     log = open(state / "postgres.log", "ab")
     server = subprocess.Popen(command, user=user, stdout=log, stderr=log, start_new_session=True)
     log.close()
@@ -109,7 +121,10 @@ def tracking_server(state: Path, host: str = "127.0.0.1", port: int | None = Non
     yields the server's address, its `tracking.uri`."""
     state = Path(state).resolve()
     (state / "artifacts").mkdir(parents=True, exist_ok=True)
-    pool = {"MLFLOW_SQLALCHEMYSTORE_POOL_SIZE": str(REQUEST_THREADS), "MLFLOW_SQLALCHEMYSTORE_MAX_OVERFLOW": str(POOL_OVERFLOW)}
+    pool = {
+        "MLFLOW_SQLALCHEMYSTORE_POOL_SIZE": str(REQUEST_THREADS),
+        "MLFLOW_SQLALCHEMYSTORE_MAX_OVERFLOW": str(POOL_OVERFLOW),
+    }
     with postgres(state, connections=workers * (REQUEST_THREADS + POOL_OVERFLOW) + SPARE_CONNECTIONS) as database:
         options = ("--workers", str(workers), "--artifacts-destination", str(state / "artifacts"))
         with mlflow_server(database, state, *options, host=host, port=port, env=pool) as address:
@@ -117,8 +132,15 @@ def tracking_server(state: Path, host: str = "127.0.0.1", port: int | None = Non
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--state", type=Path, default=Path("results/tracking-server"), help="database and artifacts (kept across restarts)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on; a node's name for jobs on other nodes")
+    parser.add_argument(
+        "--state",
+        type=Path,
+        default=Path("results/tracking-server"),
+        help="database and artifacts (kept across restarts)",
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on; a node's name for jobs on other nodes"
+    )
     parser.add_argument("--port", type=int, default=5001)
     parser.add_argument("--workers", type=int, default=4, help="the server's worker processes")
 
@@ -126,5 +148,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     stop_on_signals()
     with tracking_server(args.state, args.host, args.port, args.workers) as address:
-        print(f"MLflow tracking server on PostgreSQL: in a config, tracking.uri: {address} (Ctrl-C or kill stops it)", flush=True)
+        print(
+            f"MLflow tracking server on PostgreSQL: in a config, tracking.uri: {address} (Ctrl-C or kill stops it)",
+            flush=True,
+        )
         signal.pause()

@@ -45,8 +45,14 @@ LEGACY = ("checkpoint.pt", "checkpoint.prev.pt", "checkpoint.pt.tmp")
 REQUIRED_KEYS = ("step", "plain", "rng")
 INDEX_CLASSES = {
     "torch.distributed.checkpoint.metadata": {
-        "Metadata", "MetadataIndex", "StorageMeta", "ChunkStorageMetadata", "TensorProperties",
-        "TensorStorageMetadata", "BytesStorageMetadata", "_MEM_FORMAT_ENCODING",
+        "Metadata",
+        "MetadataIndex",
+        "StorageMeta",
+        "ChunkStorageMetadata",
+        "TensorProperties",
+        "TensorStorageMetadata",
+        "BytesStorageMetadata",
+        "_MEM_FORMAT_ENCODING",
     },
     "torch.distributed.checkpoint.filesystem": {"_StorageInfo"},
     "torch.serialization": {"_get_layout"},
@@ -98,7 +104,9 @@ def _sync_folder(path: Path) -> None:
         os.close(descriptor)
 
 
-def save_checkpoint(folder: Path, state: dict, *, is_main: bool = True, barrier: Callable[[], None] = lambda: None) -> None:
+def save_checkpoint(
+    folder: Path, state: dict, *, is_main: bool = True, barrier: Callable[[], None] = lambda: None
+) -> None:
     """Commit `state` ({"step", "tensors": nested dict of tensors or DTensors, "plain": plain
     values}) as the newest checkpoint. Collective: every process calls it with its own shards;
     `is_main` (rank 0) writes the plain values, commits and keeps the last two."""
@@ -114,7 +122,10 @@ def save_checkpoint(folder: Path, state: dict, *, is_main: bool = True, barrier:
         dcp.save(state["tensors"], storage_writer=dcp.FileSystemWriter(staging, sync_files=True))
     if is_main:
         version, internal, gauss = random.getstate()
-        rng = {"torch": torch.get_rng_state(), "python": {"version": version, "internal": list(internal), "gauss": gauss}}
+        rng = {
+            "torch": torch.get_rng_state(),
+            "python": {"version": version, "internal": list(internal), "gauss": gauss},
+        }
         plain = {"step": state["step"], "plain": state["plain"], "rng": rng}
         write_atomic(staging / PLAIN, lambda handle: torch.save(plain, handle), durable=True)
         _sync_folder(staging)
@@ -128,7 +139,9 @@ def save_checkpoint(folder: Path, state: dict, *, is_main: bool = True, barrier:
 
 class _IndexUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):
-        if name in INDEX_CLASSES.get(module, ()) or (module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)):
+        if name in INDEX_CLASSES.get(module, ()) or (
+            module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)
+        ):
             return super().find_class(module, name)
         raise UnsafeCheckpoint(f"GLOBAL {module}.{name}")
 
@@ -139,12 +152,18 @@ def _read_index(path: Path):
         with (path / ".metadata").open("rb") as handle:
             index = _IndexUnpickler(handle).load()
     except UnsafeCheckpoint as error:
-        raise UnsafeCheckpoint(f"{path}/.metadata: refused, it would run code on load ({error}); klrl never writes such a file. Delete it if you do not know where it came from") from None
+        raise UnsafeCheckpoint(
+            f"{path}/.metadata: refused, it would run code on load ({error}); klrl never writes such a file. Delete it if you do not know where it came from"
+        ) from None
     except Exception as error:  # torn, truncated or missing
         raise ValueError(f"{path}/.metadata: unreadable ({_first_line(error)})") from None
-    bytes_items = [key for key, item in index.state_dict_metadata.items() if type(item).__name__ == "BytesStorageMetadata"]
+    bytes_items = [
+        key for key, item in index.state_dict_metadata.items() if type(item).__name__ == "BytesStorageMetadata"
+    ]
     if bytes_items:
-        raise UnsafeCheckpoint(f"{path}/.metadata: refused, {bytes_items[0]!r} is a pickled object, not a tensor; klrl never writes such a file")
+        raise UnsafeCheckpoint(
+            f"{path}/.metadata: refused, {bytes_items[0]!r} is a pickled object, not a tensor; klrl never writes such a file"
+        )
     return index
 
 
@@ -174,7 +193,9 @@ def _read_plain(path: Path) -> dict:
 
 
 def _empty_like(tree):
-    return {key: _empty_like(value) for key, value in tree.items()} if isinstance(tree, dict) else torch.empty_like(tree)
+    return (
+        {key: _empty_like(value) for key, value in tree.items()} if isinstance(tree, dict) else torch.empty_like(tree)
+    )
 
 
 def load_checkpoint(folder: Path, layout: Callable[[dict], dict]) -> dict | None:

@@ -27,7 +27,14 @@ from klrl.training.record import read_status
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = config_keys_help()
     parser.add_argument("--config", type=Path, help="YAML file of TrainConfig keys (listed below)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a key (listed below)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a key (listed below)",
+    )
     parser.add_argument("--out", type=Path, required=True, help="the cell's train folder")
     add_tracking_arguments(parser)
 

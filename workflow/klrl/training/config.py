@@ -39,11 +39,22 @@ class TrainConfig:
     train_data: str = _help("prepared train split (JSONL from `klrl prepare-data`)")
     eval_data: str = _help("prepared held-out in-domain split for the periodic evaluation")
     reward: str = _help("reward name in klrl.rewards (the task's)")
-    model: str | None = _help("the base model's name in the workflow config (informational: the tables and MLflow; None outside a grid)", None)
-    task: str | None = _help("the training task's name, its test split the in-domain evaluation (informational: the tables and MLflow; None outside a grid)", None)
-    base_revision: str | None = _help("the Hub revision (branch, tag or commit) of base_model (None: the default branch)", None)
-    stop_tokens: tuple[str, ...] = _help("tokens that end a completion besides the EOS and the chat template's end of turn", factory=tuple)
-    max_prompt_tokens: int = _help("longest prompt accepted from the data, in tokens: a longer row is an error naming file:line", 2048)
+    model: str | None = _help(
+        "the base model's name in the workflow config (informational: the tables and MLflow; None outside a grid)", None
+    )
+    task: str | None = _help(
+        "the training task's name, its test split the in-domain evaluation (informational: the tables and MLflow; None outside a grid)",
+        None,
+    )
+    base_revision: str | None = _help(
+        "the Hub revision (branch, tag or commit) of base_model (None: the default branch)", None
+    )
+    stop_tokens: tuple[str, ...] = _help(
+        "tokens that end a completion besides the EOS and the chat template's end of turn", factory=tuple
+    )
+    max_prompt_tokens: int = _help(
+        "longest prompt accepted from the data, in tokens: a longer row is an error naming file:line", 2048
+    )
     max_answer_chars: int = _help("longest reference answer accepted from the data, in characters", 1000)
     # the KL penalty
     kl: KLConfig = _help(
@@ -63,18 +74,28 @@ class TrainConfig:
     prompts_per_step: int = _help("prompts per batch", 16)
     group_size: int = _help("G: samples per prompt", 8)
     max_new_tokens: int = _help("completion length limit", 8)
-    micro_batch_size: int | None = _help("rows per forward/backward pass, the gradient accumulated over them (None: all at once); any ppo_epochs and minibatches", None)
+    micro_batch_size: int | None = _help(
+        "rows per forward/backward pass, the gradient accumulated over them (None: all at once); any ppo_epochs and minibatches",
+        None,
+    )
     temperature: float = _help("sampling temperature", 1.0)
     top_p: float = _help("nucleus sampling mass", 1.0)
-    generation_backend: str = _help(f"rollout generator, one of {GENERATION_BACKENDS}: hf samples with the learner's model, vllm with a colocated vLLM engine", "hf")
+    generation_backend: str = _help(
+        f"rollout generator, one of {GENERATION_BACKENDS}: hf samples with the learner's model, vllm with a colocated vLLM engine",
+        "hf",
+    )
     vllm_dtype: str = _help(f"dtype of the vLLM engine's weights, one of {VLLM_DTYPES}", "float32")
     vllm_memory_fraction: float = _help("share of the GPU's memory the colocated vLLM engine may take", 0.3)
     vllm_max_model_len: int | None = _help("vLLM's longest sequence, prompt + completion (None: the model's own)", None)
     engine_correction: str | None = _help(
         f"weight each vllm rollout by the trainer's μ over the engine's log-probs on the policy and KL terms, one of {ENGINE_CORRECTIONS} "
         "(<level>-<mode>, klrl.engine_correction; needs temperature 1 and top_p 1: the engine reports raw log-probs); None: no weights, "
-        "the mismatch metrics recorded all the same", None)
-    engine_cap: float = _help("the engine correction's cap on μ/e: truncated above it, or masked outside [1/cap, cap]", 2.0)
+        "the mismatch metrics recorded all the same",
+        None,
+    )
+    engine_cap: float = _help(
+        "the engine correction's cap on μ/e: truncated above it, or masked outside [1/cap, cap]", 2.0
+    )
     # optimizer
     lr: float = _help("AdamW learning rate", 1e-4)
     weight_decay: float = _help("AdamW weight decay", 0.01)
@@ -94,7 +115,8 @@ class TrainConfig:
     device: str = _help("cpu or cuda (under torchrun, process r uses cuda:LOCAL_RANK)", "cpu")
     # memory (multi-GPU runs: klrl.training.distributed)
     mixed_precision: str = _help(
-        f"one of {PRECISIONS}: bf16 computes in bfloat16 through FSDP, float32 master weights and gradient reduction", "none"
+        f"one of {PRECISIONS}: bf16 computes in bfloat16 through FSDP, float32 master weights and gradient reduction",
+        "none",
     )
     activation_checkpointing: bool = _help("recompute each decoder layer's activations in the backward pass", False)
     reference_offload: bool = _help("under FSDP, keep the reference model's shards in CPU memory between uses", False)
@@ -140,8 +162,12 @@ class TrainConfig:
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
-            raise ValueError(f"train config: bad value for {bad[0]!r}: {getattr(self, bad[0])!r} ({_field_help(bad[0])})")
-        if self.engine_correction is not None and (self.generation_backend != "vllm" or (self.temperature, self.top_p) != (1.0, 1.0)):
+            raise ValueError(
+                f"train config: bad value for {bad[0]!r}: {getattr(self, bad[0])!r} ({_field_help(bad[0])})"
+            )
+        if self.engine_correction is not None and (
+            self.generation_backend != "vllm" or (self.temperature, self.top_p) != (1.0, 1.0)
+        ):
             raise ValueError(
                 f"train config: engine_correction {self.engine_correction!r} needs generation_backend 'vllm', temperature 1 and top_p 1 "
                 "(only the vLLM engine records its log-probs, before temperature and top-p)"
@@ -150,7 +176,11 @@ class TrainConfig:
     def to_dict(self) -> dict:
         """Plain values, the form of a settings file: `kl` as its settings mapping, tuples as lists."""
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return values | {"kl": self.kl.settings(), "adam_betas": list(self.adam_betas), "stop_tokens": list(self.stop_tokens)}
+        return values | {
+            "kl": self.kl.settings(),
+            "adam_betas": list(self.adam_betas),
+            "stop_tokens": list(self.stop_tokens),
+        }
 
     def params(self) -> dict:
         """Flat key → value pairs for MLflow: the KL configuration as `kl` (its name), `beta` and `kl.<option>`."""
@@ -195,18 +225,25 @@ def _apply_override(values: dict, key: str, raw: str) -> None:
         kl = dict(values.get("kl", {}))
         hint = str if option == "name" else field_hint(KLConfig, option) if option in ("beta", *KL_OPTIONS) else None
         if hint is None:
-            raise ValueError(f"override {key!r}: unknown KL setting; known: kl.name, kl.beta, " + ", ".join(f"kl.{o}" for o in KL_OPTIONS))
+            raise ValueError(
+                f"override {key!r}: unknown KL setting; known: kl.name, kl.beta, "
+                + ", ".join(f"kl.{o}" for o in KL_OPTIONS)
+            )
         kl[option] = parse_text(hint, raw, f"train config.{key}")
         values["kl"] = kl
         return
     if key not in {f.name for f in dataclasses.fields(TrainConfig)} or key == "kl":
-        raise ValueError(f"override {key!r}: unknown train config key (the KL settings are kl.name, kl.beta, kl.<option>)")
+        raise ValueError(
+            f"override {key!r}: unknown train config key (the KL settings are kl.name, kl.beta, kl.<option>)"
+        )
     values[key] = parse_text(field_hint(TrainConfig, key), raw, f"train config.{key}")
 
 
 def config_keys_help() -> str:
     """Every TrainConfig key with its meaning and default, for `klrl train --help`."""
-    lines = ["config keys (a --config JSON/YAML file, or --set KEY=VALUE; the KL settings as --set kl.name=..., kl.beta=..., kl.<option>=...):"]
+    lines = [
+        "config keys (a --config JSON/YAML file, or --set KEY=VALUE; the KL settings as --set kl.name=..., kl.beta=..., kl.<option>=...):"
+    ]
     for f in dataclasses.fields(TrainConfig):
         if f.default is not dataclasses.MISSING:
             default = f" (default: {f.default})"

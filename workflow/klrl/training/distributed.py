@@ -63,7 +63,9 @@ def local_rows(batch_size: int, group_size: int, rank: int, world: int) -> slice
     """
     groups, rest = divmod(batch_size, group_size)
     if rest or groups % world:
-        raise ValueError(f"{batch_size / group_size:g} groups of {group_size} rows cannot be split evenly between {world} processes")
+        raise ValueError(
+            f"{batch_size / group_size:g} groups of {group_size} rows cannot be split evenly between {world} processes"
+        )
     share = batch_size // world
     return slice(rank * share, (rank + 1) * share)
 
@@ -158,7 +160,9 @@ class Processes:
             state = {name: tensor.detach().to("cpu", copy=True) for name, tensor in model.state_dict().items()}
         else:
             api = _state_api()
-            state = api.get_model_state_dict(model, options=api.StateDictOptions(full_state_dict=True, cpu_offload=True))
+            state = api.get_model_state_dict(
+                model, options=api.StateDictOptions(full_state_dict=True, cpu_offload=True)
+            )
         first_name = {}
         for name, parameter in model.named_parameters(remove_duplicate=False):
             first_name.setdefault(id(parameter), name)
@@ -166,7 +170,13 @@ class Processes:
                 state[name] = state[first_name[id(parameter)]]
         return state
 
-    def load_from_main(self, model: torch.nn.Module, source: torch.nn.Module | None, mixed_precision: str = "none", offload: bool = False) -> torch.nn.Module:
+    def load_from_main(
+        self,
+        model: torch.nn.Module,
+        source: torch.nn.Module | None,
+        mixed_precision: str = "none",
+        offload: bool = False,
+    ) -> torch.nn.Module:
         """`model`, built on the meta device with the architecture of rank 0's `source`, sharded
         and given `source`'s weights and buffers: rank 0 broadcasts one tensor at a time and every
         process keeps its own shard, so N processes cost one host copy of the model (rank 0's),
@@ -175,7 +185,9 @@ class Processes:
         model.to_empty(device="cpu" if offload else self.device)
         api = _state_api()
         weights = source.state_dict() if self.is_main else {}
-        api.set_model_state_dict(model, weights, options=api.StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+        api.set_model_state_dict(
+            model, weights, options=api.StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
+        )
         own_buffers = dict(source.named_buffers()) if self.is_main else {}
         with torch.no_grad():
             for name, buffer in model.named_buffers():  # non-persistent ones (rotary frequencies) are in no state dict
@@ -209,7 +221,9 @@ class Processes:
         if not self.sharded:
             return shards
         return {
-            name: DTensor.from_local(shards[name], like.device_mesh, like.placements, shape=like.shape, stride=like.stride(), run_check=False)
+            name: DTensor.from_local(
+                shards[name], like.device_mesh, like.placements, shape=like.shape, stride=like.stride(), run_check=False
+            )
             if isinstance(like, DTensor)
             else shards[name]
             for name, like in model.state_dict().items()
@@ -222,7 +236,9 @@ def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     names = set(getattr(model, "_no_split_modules", None) or ())
     layers = [module for module in model.modules() if type(module).__name__ in names]
     if not layers:
-        raise ValueError(f"{type(model).__name__}: no decoder layers found to shard (_no_split_modules: {sorted(names)})")
+        raise ValueError(
+            f"{type(model).__name__}: no decoder layers found to shard (_no_split_modules: {sorted(names)})"
+        )
     return layers
 
 

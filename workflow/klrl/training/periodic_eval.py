@@ -13,7 +13,9 @@ from klrl.training.sampling import HFSampler, completion_texts
 
 
 @torch.no_grad()
-def _sample_rewards(model, tokenizer, sampler: HFSampler, rows: list[dict], reward_fn, n: int, generator, chunk: int) -> list[float]:
+def _sample_rewards(
+    model, tokenizer, sampler: HFSampler, rows: list[dict], reward_fn, n: int, generator, chunk: int
+) -> list[float]:
     """The rewards of `n` samples of each row (row-major), sampled in chunks of `chunk` sequences."""
     group = [row for row in rows for _ in range(n)]
     rewards: list[float] = []
@@ -24,13 +26,17 @@ def _sample_rewards(model, tokenizer, sampler: HFSampler, rows: list[dict], rewa
     return rewards
 
 
-def pass_at_1(model, tokenizer, sampler: HFSampler, rows: list[dict], reward_fn, n: int, generator, chunk: int = 256) -> float:
+def pass_at_1(
+    model, tokenizer, sampler: HFSampler, rows: list[dict], reward_fn, n: int, generator, chunk: int = 256
+) -> float:
     """Mean reward of `n` samples for each row, averaged over rows."""
     rewards = _sample_rewards(model, tokenizer, sampler, rows, reward_fn, n, generator, chunk)
     return sum(rewards) / len(rewards)
 
 
-def problem_pass_at_1(model, tokenizer, sampler: HFSampler, rows: list[dict], reward_fn, n: int, generator, chunk: int = 256) -> list[float]:
+def problem_pass_at_1(
+    model, tokenizer, sampler: HFSampler, rows: list[dict], reward_fn, n: int, generator, chunk: int = 256
+) -> list[float]:
     """Per row, the mean reward of its `n` samples (what `pass_at_1` averages)."""
     rewards = _sample_rewards(model, tokenizer, sampler, rows, reward_fn, n, generator, chunk)
     return [sum(rewards[i * n : (i + 1) * n]) / n for i in range(len(rows))]

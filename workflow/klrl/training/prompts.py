@@ -51,7 +51,10 @@ class PromptSchedule:
 def chat_messages(row: dict) -> list[dict]:
     """The chat of a prepared row: its shots as earlier user and assistant turns, then its prompt
     as the user turn to answer (the order lm-eval's multi-turn few-shot uses)."""
-    turns = [[{"role": "user", "content": shot["user"]}, {"role": "assistant", "content": shot["assistant"]}] for shot in row.get("shots", [])]
+    turns = [
+        [{"role": "user", "content": shot["user"]}, {"role": "assistant", "content": shot["assistant"]}]
+        for shot in row.get("shots", [])
+    ]
     return [message for turn in turns for message in turn] + [{"role": "user", "content": row["prompt"]}]
 
 
@@ -59,14 +62,19 @@ def encode_prompts(tokenizer, rows: list[dict]) -> list[list[int]]:
     """Token ids of each prepared row's chat (`chat_messages`), through the chat template when
     there is one; without one, the bare prompt (shots need a chat template)."""
     if tokenizer.chat_template:
-        texts = [tokenizer.apply_chat_template(chat_messages(row), add_generation_prompt=True, tokenize=False) for row in rows]
+        texts = [
+            tokenizer.apply_chat_template(chat_messages(row), add_generation_prompt=True, tokenize=False)
+            for row in rows
+        ]
         return [tokenizer.encode(text, add_special_tokens=False) for text in texts]
     if any(row.get("shots") for row in rows):
         raise ValueError("shots are earlier chat turns, and this tokenizer has no chat template")
     return [tokenizer.encode(row["prompt"]) for row in rows]
 
 
-def stop_token_ids(tokenizer, model: str | Path | None = None, extra: tuple[str, ...] = (), revision: str | None = None) -> tuple[int, ...]:
+def stop_token_ids(
+    tokenizer, model: str | Path | None = None, extra: tuple[str, ...] = (), revision: str | None = None
+) -> tuple[int, ...]:
     """The ids that end a completion: the EOS, the generation config's EOS ids (of the model
     folder or Hub id `model`, when it has one), each end-of-turn token the chat template uses,
     and the `extra` tokens a config declares for the model. The first is the tokenizer's EOS

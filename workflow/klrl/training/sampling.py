@@ -37,7 +37,9 @@ class Rollout:
     prompt_mask: torch.Tensor  # (B, P) 1 on real prompt tokens
     completion_ids: torch.Tensor  # (B, L) right-padded with pad_id after EOS
     completion_mask: torch.Tensor  # (B, L) 1 on generated tokens, the first stop token (EOS or end of turn) included
-    engine_logp: torch.Tensor | None = None  # (B, L) the engine's log-probs of the completion tokens (vllm; 0 on padding)
+    engine_logp: torch.Tensor | None = (
+        None  # (B, L) the engine's log-probs of the completion tokens (vllm; 0 on padding)
+    )
 
     def apply(self, fn) -> Rollout:
         """A rollout of fn(tensor) for each tensor (moving to a device, selecting rows)."""
@@ -103,7 +105,13 @@ def prompt_cache(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> 
     # torch's matmul takes the same kernel whether or not the weights require grad (a strided
     # (U, 1, d) input is folded into one matmul only when they do not: ulp-level differences).
     last = torch.tensor([width - 1], device=ids.device)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask), logits_to_keep=last, **with_cache(model, cache))
+    out = model(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=position_ids(mask),
+        logits_to_keep=last,
+        **with_cache(model, cache),
+    )
     cache.batch_select_indices(rows)
     return out.logits[rows, -1], cache
 
@@ -153,11 +161,15 @@ class HFSampler:
         """Nothing to release: this backend holds no engine of its own."""
 
     @torch.no_grad()
-    def sample(self, model, prompts: list[list[int]], generator: torch.Generator | None, rows: slice = slice(None)) -> Rollout:
+    def sample(
+        self, model, prompts: list[list[int]], generator: torch.Generator | None, rows: slice = slice(None)
+    ) -> Rollout:
         """Completions of every prompt (processes in lockstep sample them all); the rollout of `rows`."""
         with self.hold_weights(model):
             tokens, prompt_ids, prompt_mask = self.decode(model, prompts, generator)
-        return Rollout(prompt_ids, prompt_mask, tokens, completion_mask(tokens, self.stop_ids)).apply(lambda tensor: tensor[rows])
+        return Rollout(prompt_ids, prompt_mask, tokens, completion_mask(tokens, self.stop_ids)).apply(
+            lambda tensor: tensor[rows]
+        )
 
     def decode(self, model, prompts: list[list[int]], generator: torch.Generator | None) -> tuple[torch.Tensor, ...]:
         """The (B, L) completion tokens of the prompts (on the CPU), their left-padded ids and mask."""
@@ -167,7 +179,9 @@ class HFSampler:
         width = prompt_ids.shape[1]
         cache.layers = [PreallocatedLayer(layer, width + self.max_new_tokens) for layer in cache.layers]
         batch = len(prompts)
-        full_mask = torch.cat([prompt_mask.to(device), prompt_mask.new_ones(batch, self.max_new_tokens, device=device)], dim=1)
+        full_mask = torch.cat(
+            [prompt_mask.to(device), prompt_mask.new_ones(batch, self.max_new_tokens, device=device)], dim=1
+        )
         tokens = torch.full((batch, self.max_new_tokens), self.pad_id, dtype=torch.long, device=device)
         done = torch.zeros(batch, dtype=torch.bool, device=device)
         positions = prompt_mask.to(device).sum(-1, keepdim=True)
@@ -189,7 +203,9 @@ class HFSampler:
                 length = step + 1
                 break
             mask = full_mask[:, : width + step + 1]
-            logits = model(input_ids=token[:, None], attention_mask=mask, position_ids=positions + step, **cached).logits[:, -1]
+            logits = model(
+                input_ids=token[:, None], attention_mask=mask, position_ids=positions + step, **cached
+            ).logits[:, -1]
         return tokens[:, :length].cpu(), prompt_ids, prompt_mask
 
 

@@ -35,7 +35,12 @@ def completion_logits(
         # vocabulary-wide matmul per position); by index, as in `prompt_cache`.
         width = rollout.prompt_ids.shape[1]
         keep = torch.arange(width - 1, width + length - 1, device=device)
-        out = model(input_ids=rollout.input_ids.to(device), attention_mask=mask, position_ids=position_ids(mask), logits_to_keep=keep)
+        out = model(
+            input_ids=rollout.input_ids.to(device),
+            attention_mask=mask,
+            position_ids=position_ids(mask),
+            logits_to_keep=keep,
+        )
         logits = out.logits.float()
     else:
         first, cache = prompt_cache(model, rollout.prompt_ids.to(device), rollout.prompt_mask.to(device))

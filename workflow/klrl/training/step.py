@@ -152,7 +152,9 @@ class Learner:
             record["is/clamped_frac"] = (ratio > clamp).float().mean().item() if clamp else 0.0
         return record
 
-    def engine_correction(self, rollout: Rollout, trainer_mu: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor | None, dict]:
+    def engine_correction(
+        self, rollout: Rollout, trainer_mu: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor | None, dict]:
         """The engine correction's (B, T) weights (None without one) and the engine/ metrics, where
         the rollout carries the engine's log-probs; `trainer_mu` is the trainer's μ (the update's
         anchor: πθ pre-update on-policy)."""
@@ -173,7 +175,9 @@ class Learner:
         order = torch.randperm(rows, generator=seeded_generator(self.config.seed, "minibatch", step, epoch))
         return list(order.to(device).split(rows // self.config.minibatches))
 
-    def update(self, rollout, scores: Scores, anchor, adv, mask, minibatch: torch.Tensor, timings: dict, weights=None) -> dict:
+    def update(
+        self, rollout, scores: Scores, anchor, adv, mask, minibatch: torch.Tensor, timings: dict, weights=None
+    ) -> dict:
         """One optimizer step on the minibatch's rows, the gradient accumulated over micro-batches
         (each token's terms multiplied by the engine correction's `weights`, if any)."""
         start = time.perf_counter()
@@ -190,7 +194,9 @@ class Learner:
                 part = rollout.apply(lambda tensor: tensor[rows])
                 logp = token_logp(self.logits(self.policy, part), part.completion_ids)
             row_weights = None if weights is None else weights[rows]
-            parts = update_loss(self.loss, logp, scores.ref_logp[rows], anchor[rows], adv[rows], mask[rows], denominator, row_weights)
+            parts = update_loss(
+                self.loss, logp, scores.ref_logp[rows], anchor[rows], adv[rows], mask[rows], denominator, row_weights
+            )
             (parts.policy + parts.kl).backward()
             policy_loss, kl_loss = policy_loss + parts.policy.item(), kl_loss + parts.kl.item()
         timings["time/backward"] = timings.get("time/backward", 0.0) + time.perf_counter() - start

@@ -104,7 +104,12 @@ class Trainer:
             self.optimizer, lambda step: lr_factor(step, config.warmup_steps, config.steps, cosine)
         )
         train_rows, eval_rows = (
-            read_split(Path(path), config.reward, RowLimits(config.max_prompt_tokens, config.max_answer_chars), self._count_tokens)
+            read_split(
+                Path(path),
+                config.reward,
+                RowLimits(config.max_prompt_tokens, config.max_answer_chars),
+                self._count_tokens,
+            )
             for path in (config.train_data, config.eval_data)
         )
         self.schedule = PromptSchedule(train_rows, config.prompts_per_step, config.seed)
@@ -113,7 +118,9 @@ class Trainer:
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else stops[0]
         self.sampler = self._make_sampler(stops, pad)
         self.history: deque[dict] = deque(maxlen=config.async_lag + 1)  # θ_{t−k} … θ_t (local shards)
-        self.learner = Learner(config, self.policy, self.reference, self.behaviour, self.optimizer, self.scheduler, self.procs)
+        self.learner = Learner(
+            config, self.policy, self.reference, self.behaviour, self.optimizer, self.scheduler, self.procs
+        )
         self.step = 0
 
     def _count_tokens(self, text: str) -> int:
@@ -124,7 +131,9 @@ class Trainer:
         config = self.config
         if config.generation_backend == "hf":
             broadcast = self.procs.broadcast if self.procs.world > 1 else None
-            return HFSampler(stops, pad, config.max_new_tokens, config.temperature, config.top_p, broadcast, self.procs.gathered)
+            return HFSampler(
+                stops, pad, config.max_new_tokens, config.temperature, config.top_p, broadcast, self.procs.gathered
+            )
         from klrl.training.vllm_backend import VLLMEngine, VLLMSampler
 
         engine = VLLMEngine(
@@ -141,14 +150,20 @@ class Trainer:
         """This process's rows of each batch: its share of the prompt groups."""
         config, world = self.config, self.procs.world
         if config.prompts_per_step % world:
-            raise ValueError(f"prompts_per_step={config.prompts_per_step} must be a multiple of the {world} processes (each trains on whole prompt groups)")
+            raise ValueError(
+                f"prompts_per_step={config.prompts_per_step} must be a multiple of the {world} processes (each trains on whole prompt groups)"
+            )
         if (config.prompts_per_step // world * config.group_size) % config.minibatches:
-            raise ValueError(f"minibatches={config.minibatches} must divide each of the {world} processes' {config.prompts_per_step // world * config.group_size} rows")
+            raise ValueError(
+                f"minibatches={config.minibatches} must divide each of the {world} processes' {config.prompts_per_step // world * config.group_size} rows"
+            )
         return local_rows(config.prompts_per_step * config.group_size, config.group_size, self.procs.rank, world)
 
     def _base_model(self) -> torch.nn.Module:
         config = self.config
-        return AutoModelForCausalLM.from_pretrained(config.base_model, revision=config.base_revision, dtype=torch.float32)
+        return AutoModelForCausalLM.from_pretrained(
+            config.base_model, revision=config.base_revision, dtype=torch.float32
+        )
 
     def _model(self, source: torch.nn.Module | None, trainable: bool = False, offload: bool = False) -> torch.nn.Module:
         """The base model in float32 on this process's device; frozen unless trainable. In
@@ -157,7 +172,9 @@ class Trainer:
         config = self.config
         if self.procs.sharded:
             with torch.device("meta"):
-                model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(config.base_model, revision=config.base_revision), dtype=torch.float32)
+                model = AutoModelForCausalLM.from_config(
+                    AutoConfig.from_pretrained(config.base_model, revision=config.base_revision), dtype=torch.float32
+                )
         else:
             model = self._base_model()
         if not trainable:
@@ -179,9 +196,15 @@ class Trainer:
         tensors = {
             "policy": procs.model_state(self.policy),
             "optimizer": optimizer["state"],
-            "history": {str(index): procs.as_model_state(self.policy, weights) for index, weights in enumerate(self.history)},
+            "history": {
+                str(index): procs.as_model_state(self.policy, weights) for index, weights in enumerate(self.history)
+            },
         }
-        plain = {"scheduler": self.scheduler.state_dict(), "param_groups": optimizer["param_groups"], "history_length": len(self.history)}
+        plain = {
+            "scheduler": self.scheduler.state_dict(),
+            "param_groups": optimizer["param_groups"],
+            "history_length": len(self.history),
+        }
         return {"step": self.step, "tensors": tensors, "plain": plain}
 
     def _restore(self) -> None:
@@ -197,7 +220,9 @@ class Trainer:
             return
         tensors, plain = state["tensors"], state["plain"]
         self.procs.load_model_state(self.policy, tensors["policy"])
-        self.procs.load_optimizer_state(self.policy, self.optimizer, {"state": tensors["optimizer"], "param_groups": plain["param_groups"]})
+        self.procs.load_optimizer_state(
+            self.policy, self.optimizer, {"state": tensors["optimizer"], "param_groups": plain["param_groups"]}
+        )
         self.scheduler.load_state_dict(plain["scheduler"])
         self.history.clear()
         self.history.extend(local_shards(tensors["history"][str(index)]) for index in range(plain["history_length"]))
@@ -217,13 +242,17 @@ class Trainer:
         self._restore()
         path = self.out_dir / METRICS
         old = read_metrics(path) if path.exists() else []
-        accuracies = [record["rollout/accuracy"] for record in old if record["step"] < self.step and "rollout/accuracy" in record]
+        accuracies = [
+            record["rollout/accuracy"] for record in old if record["step"] < self.step and "rollout/accuracy" in record
+        ]
         self.procs.barrier()  # every process has read the log before rank 0 rewrites it
         grading_counts()  # from here on, each record counts its own step's grading
         log = MetricsLog(path, keep_steps_below=self.step) if main else None
         if self.step == 0:
             self.tracker.log_params(self.config.params())
-        bar = tqdm(total=self.config.steps, initial=self.step, desc=self.out_dir.name, mininterval=2.0, disable=not main)
+        bar = tqdm(
+            total=self.config.steps, initial=self.step, desc=self.out_dir.name, mininterval=2.0, disable=not main
+        )
         status, reason = "completed", ""
         while self.step < self.config.steps:
             evaluation = {"periodic_eval/pass@1": self.evaluate()} if self._due(self.config.eval_every) else {}
@@ -240,7 +269,11 @@ class Trainer:
             bar.set_postfix(reward=f"{record['rollout/reward_mean']:.3f}", kl=f"{record['kl/k1']:.3f}")
             if problem:
                 break
-            if self.config.checkpoint_every and self.step % self.config.checkpoint_every == 0 and self.step < self.config.steps:
+            if (
+                self.config.checkpoint_every
+                and self.step % self.config.checkpoint_every == 0
+                and self.step < self.config.steps
+            ):
                 self._checkpoint()
         bar.close()
         if status == "completed":
@@ -311,10 +344,14 @@ class Trainer:
             load_local_state(self.behaviour, self.history[0])
             actor, version = self.behaviour, max(0, self.step - self.config.async_lag)
         group = [row for row in rows for _ in range(self.config.group_size)]
-        prompts = [ids for ids in encode_prompts(self.tokenizer, rows) for _ in range(self.config.group_size)]  # a chat template per prompt, not per sample
+        prompts = [
+            ids for ids in encode_prompts(self.tokenizer, rows) for _ in range(self.config.group_size)
+        ]  # a chat template per prompt, not per sample
         actor.eval()
         self.sampler.sync(actor, version)
-        rollout = self.sampler.sample(actor, prompts, seeded_generator(self.config.seed, "rollout", self.step), self.rows)
+        rollout = self.sampler.sample(
+            actor, prompts, seeded_generator(self.config.seed, "rollout", self.step), self.rows
+        )
         return rollout, group[self.rows]
 
     def close(self) -> None:
@@ -327,4 +364,6 @@ class Trainer:
         sampler = dataclasses.replace(self.sampler, temperature=1.0, top_p=1.0)
         sampler.sync(self.policy, self.step)
         generator = seeded_generator(self.config.seed, "eval")
-        return pass_at_1(self.policy, self.tokenizer, sampler, self.eval_rows, self.reward_fn, self.config.eval_samples, generator)
+        return pass_at_1(
+            self.policy, self.tokenizer, sampler, self.eval_rows, self.reward_fn, self.config.eval_samples, generator
+        )

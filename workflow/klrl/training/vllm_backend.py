@@ -61,7 +61,14 @@ class VLLMEngine:
     """One vLLM engine in this process, and which optimizer step's weights it holds."""
 
     def __init__(
-        self, model_path: str, *, seed: int, dtype: str, memory_fraction: float, max_model_len: int | None, processes: int = 1
+        self,
+        model_path: str,
+        *,
+        seed: int,
+        dtype: str,
+        memory_fraction: float,
+        max_model_len: int | None,
+        processes: int = 1,
     ) -> None:
         vllm = import_vllm()
         self._vllm = vllm
@@ -84,7 +91,9 @@ class VLLMEngine:
         """Give the engine `model`'s weights (those of optimizer step `version`) unless it has them."""
         if version == self.version:
             return
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": full_weights(model), "is_checkpoint_format": True})
+        self.llm.collective_rpc(
+            "reload_weights", kwargs={"weights_iterator": full_weights(model), "is_checkpoint_format": True}
+        )
         self.llm.reset_prefix_cache()
         self.version = version
 
@@ -113,7 +122,9 @@ class VLLMEngine:
     def sequence_logprobs(self, prompts: list[list[int]], completions: list[list[int]]) -> list[torch.Tensor]:
         """The engine's log-prob of each completion token given everything before it (float32)."""
         params = self.sampling_params(max_tokens=1, prompt_logprobs=0, temperature=1.0, detokenize=False)
-        inputs = [self._vllm.inputs.TokensPrompt(prompt_token_ids=list(p) + list(c)) for p, c in zip(prompts, completions)]
+        inputs = [
+            self._vllm.inputs.TokensPrompt(prompt_token_ids=list(p) + list(c)) for p, c in zip(prompts, completions)
+        ]
         outputs = self.llm.generate(inputs, params, use_tqdm=False)
         logprobs = []
         for prompt, completion, output in zip(prompts, completions, outputs):
@@ -128,7 +139,11 @@ def request_seeds(generator: torch.Generator | None, count: int) -> list[int]:
 
 
 def completions_rollout(
-    prompts: list[list[int]], completions: list[list[int]], pad_id: int, stop_ids: tuple[int, ...], logprobs: list[list[float]] | None = None
+    prompts: list[list[int]],
+    completions: list[list[int]],
+    pad_id: int,
+    stop_ids: tuple[int, ...],
+    logprobs: list[list[float]] | None = None,
 ) -> Rollout:
     """A Rollout (left-padded prompts, right-padded completions) from token lists, with the
     engine's log-probs of the completion tokens if given."""
@@ -165,7 +180,9 @@ class VLLMSampler:
     def close(self) -> None:
         self.engine.close()
 
-    def sample(self, model, prompts: list[list[int]], generator: torch.Generator | None, rows: slice = slice(None)) -> Rollout:
+    def sample(
+        self, model, prompts: list[list[int]], generator: torch.Generator | None, rows: slice = slice(None)
+    ) -> Rollout:
         """Completions of the prompts in `rows` from the engine, which must hold `model`'s weights
         (`sync`); each request keeps the seed it has in the whole batch, so the share is generated alone."""
         seeds = request_seeds(generator, len(prompts))[rows]

@@ -15,7 +15,9 @@ from klrl.rewards import get_reward
 from klrl.tasks.data import read_manifest, read_split
 
 DOC_FIELDS = ("id", "problem", "prompt", "answer")
-SHOTS_SPLIT = "shots"  # the manifest's worked examples, as the few-shot split (prompt: user turn, answer: assistant turn)
+SHOTS_SPLIT = (
+    "shots"  # the manifest's worked examples, as the few-shot split (prompt: user turn, answer: assistant turn)
+)
 
 
 def load_prepared_split(data_dir: str, task: str, split: str = "test", **_metadata) -> dict[str, datasets.Dataset]:
@@ -29,11 +31,24 @@ def load_prepared_split(data_dir: str, task: str, split: str = "test", **_metada
     folder = Path(data_dir) / task
     manifest = read_manifest(folder)
     reward = manifest["reward"]
-    rows = [{name: row[name] for name in DOC_FIELDS} | {"reward": reward} for row in read_split(folder / f"{split}.jsonl")]
-    shots = [{"id": f"shot-{i}", "problem": shot["user"], "prompt": shot["user"], "answer": shot["assistant"], "reward": reward}
-             for i, shot in enumerate(manifest.get("shots", []))]
+    rows = [
+        {name: row[name] for name in DOC_FIELDS} | {"reward": reward} for row in read_split(folder / f"{split}.jsonl")
+    ]
+    shots = [
+        {
+            "id": f"shot-{i}",
+            "problem": shot["user"],
+            "prompt": shot["user"],
+            "answer": shot["assistant"],
+            "reward": reward,
+        }
+        for i, shot in enumerate(manifest.get("shots", []))
+    ]
     columns = {name: [] for name in (*DOC_FIELDS, "reward")}
-    return {split: datasets.Dataset.from_list(rows), SHOTS_SPLIT: datasets.Dataset.from_list(shots) if shots else datasets.Dataset.from_dict(columns)}
+    return {
+        split: datasets.Dataset.from_list(rows),
+        SHOTS_SPLIT: datasets.Dataset.from_list(shots) if shots else datasets.Dataset.from_dict(columns),
+    }
 
 
 def keep_all_samples(resps, docs):
