@@ -40,7 +40,7 @@ TARGET = 2.0  # issue 21: TRL step time / klrl step time
 
 
 def ours(args) -> list[dict]:
-    from klrl.kl_config import KLConfig
+    from klrl.objective.kl_config import KLConfig
     from klrl.training.config import TrainConfig
     from klrl.training.trainer import Trainer
 

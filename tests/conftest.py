@@ -12,7 +12,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from klrl.files import read_jsonl
-from klrl.kl_config import KLConfig
+from klrl.objective.kl_config import KLConfig
 from klrl.models import built_folder
 from klrl.models.tiny import TinyConfig, pretrain_tiny
 from klrl.paths import Layout

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from klrl.estimators import STANDARD_CONFIGS
+from klrl.objective.estimators import STANDARD_CONFIGS
 from klrl.toy.bias import COLUMNS, markdown_summary, toy_rows
 
 

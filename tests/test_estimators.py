@@ -1,11 +1,11 @@
-"""The registry of estimators, corrections and standard configurations (klrl.estimators): an
+"""The registry of estimators, corrections and standard configurations (klrl.objective.estimators): an
 incomplete or contradicting entry is an error naming it (tests/test_extending.py adds a whole one)."""
 
 import pytest
 
-from klrl import estimators
-from klrl.kl_config import check_standard_configs
-from klrl.estimators import Estimator, RegistryError, check_registry
+from klrl.objective import estimators
+from klrl.objective.kl_config import check_standard_configs
+from klrl.objective.estimators import Estimator, RegistryError, check_registry
 
 
 def _naive_k3(delta):

@@ -8,14 +8,14 @@ import pytest
 import torch
 import yaml
 
-from klrl import estimators
-from klrl.kl_config import KLConfig, check_standard_configs
-from klrl.describe import claims_markdown, describe
+from klrl.objective import estimators
+from klrl.objective.kl_config import KLConfig, check_standard_configs
+from klrl.objective.gradient_claims import claims_markdown, describe
 from klrl.config_check import check_config, registry_problem
-from klrl.estimators import TOKEN_FORWARD_KL, Estimator, GradientClaim, check_registry
+from klrl.objective.estimators import TOKEN_FORWARD_KL, Estimator, GradientClaim, check_registry
 from klrl.evaluation.harness import Decoding, evaluate
 from klrl.grid import expand_grid
-from klrl.kl import token_kl
+from klrl.objective.kl import token_kl
 from klrl.tasks import TASKS, Task
 from klrl.tasks.data import prepare, read_split
 from klrl.toy.exact import expected_gradient, token_kl_gradient
@@ -92,7 +92,7 @@ def test_a_new_estimators_claim_is_checked_exactly_on_the_toy_policy(with_k4):
 
 def test_the_workflow_refuses_a_schema_without_the_new_configuration_then_runs_its_cells(with_k4, tmp_path):
     assert registry_problem(yaml.safe_load(SCHEMA.read_text()), SCHEMA) == (
-        f"{SCHEMA}: $defs.kl.enum lacks 'k4-loss' of klrl.estimators.STANDARD_CONFIGS; it must be [{', '.join(estimators.STANDARD_CONFIGS)}]"
+        f"{SCHEMA}: $defs.kl.enum lacks 'k4-loss' of klrl.objective.estimators.STANDARD_CONFIGS; it must be [{', '.join(estimators.STANDARD_CONFIGS)}]"
     )
     config = load_config("test")
     config["groups"][0]["kl"] = ["k4-loss"]

@@ -1,14 +1,14 @@
-"""klrl.kl: estimator values, clamps, config validation, and the terms each placement yields."""
+"""klrl.objective.kl: estimator values, clamps, config validation, and the terms each placement yields."""
 
 import math
 
 import pytest
 import torch
 
-from klrl.kl_config import KLConfig
-from klrl.describe import claims_markdown, describe
-from klrl.estimators import ESTIMATORS, STANDARD_CONFIGS
-from klrl.kl import kl_stats, kl_terms, token_kl
+from klrl.objective.kl_config import KLConfig
+from klrl.objective.gradient_claims import claims_markdown, describe
+from klrl.objective.estimators import ESTIMATORS, STANDARD_CONFIGS
+from klrl.objective.kl import kl_stats, kl_terms, token_kl
 
 
 def test_estimators_match_their_definitions():

@@ -1,9 +1,9 @@
-"""klrl.objectives: advantages, the truncated-IS policy term and loss aggregation."""
+"""klrl.objective.policy_terms: advantages, the truncated-IS policy term and loss aggregation."""
 
 import pytest
 import torch
 
-from klrl.objectives import advantages, aggregate, policy_loss_tokens
+from klrl.objective.policy_terms import advantages, aggregate, policy_loss_tokens
 
 
 def test_rloo_is_leave_one_out_and_group_mean_is_centered():
@@ -54,7 +54,7 @@ def test_aggregation_modes():
 
 
 def test_ppo_clip_stops_the_gradient_outside_the_trust_region():
-    from klrl.objectives import ppo_loss_tokens
+    from klrl.objective.policy_terms import ppo_loss_tokens
 
     logp = torch.tensor([[0.0, 0.0, 0.0]], requires_grad=True)
     anchor = torch.tensor([[0.0, -0.5, 0.5]])  # ratios 1, e^0.5 ≈ 1.65, e^-0.5 ≈ 0.61

@@ -10,7 +10,7 @@ from klrl.cli import main as klrl
 from klrl.config_check import SCHEMA
 from klrl.grid import GRID_KEYS, cell_id, expand_grid, parse_cell_id
 from klrl.grid_claims import report
-from klrl.estimators import STANDARD_CONFIGS
+from klrl.objective.estimators import STANDARD_CONFIGS
 from klrl.models import BUILT_MODELS
 from klrl.models.recipe import TinyConfig, recipe_hash
 from klrl.tasks import TASKS

@@ -18,7 +18,7 @@ from klrl.grid import expand_grid, parse_cell_id
 from klrl.provenance import source_commit
 from klrl.ui_screenshots import CHROMIUM, capture
 from workflow_helpers import ROOT, copy_workflow, job_counts, load_config, snakemake
-from klrl.ui_server import mlflow_server as serve_mlflow
+from klrl.tracking.mlflow_process import mlflow_server as serve_mlflow
 
 from conftest import records
 

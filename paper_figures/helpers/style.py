@@ -3,7 +3,7 @@
 Figures read only results/tables/ (written by `klrl aggregate`) and write <name>.png and
 <name>.pdf under --out. Conventions, the same in every figure:
 
-- colour: one per KL configuration (klrl.estimators.STANDARD_CONFIGS; an unknown name is an error, never a silent black);
+- colour: one per KL configuration (klrl.objective.estimators.STANDARD_CONFIGS; an unknown name is an error, never a silent black);
 - line style: one per β, from the largest β of the grid (solid) down (dashed, dotted, dash-dot);
   no markers on the lines, so the style stays visible in the legend;
 - seeds: the mean over seeds as a line, the range over seeds as a band, each seed faint;
@@ -28,7 +28,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from klrl.estimators import STANDARD_CONFIGS  # noqa: E402  (each configuration's colour)
+from klrl.objective.estimators import STANDARD_CONFIGS  # noqa: E402  (each configuration's colour)
 
 HERE = Path(__file__).parents[1]  # paper_figures/
 LINE_STYLES = [
@@ -54,10 +54,10 @@ plt.rcParams.update(
 
 
 def color(kl: str) -> str:
-    """The KL configuration's colour (klrl.estimators.STANDARD_CONFIGS); another name is an error naming it."""
+    """The KL configuration's colour (klrl.objective.estimators.STANDARD_CONFIGS); another name is an error naming it."""
     if kl not in STANDARD_CONFIGS:
         raise KeyError(
-            f"no colour for KL configuration {kl!r}: add it to STANDARD_CONFIGS in workflow/klrl/estimators.py"
+            f"no colour for KL configuration {kl!r}: add it to STANDARD_CONFIGS in workflow/klrl/objective/estimators.py"
         )
     return STANDARD_CONFIGS[kl]
 

@@ -7,8 +7,8 @@ import torch
 
 from klrl.audit.command import markdown, readme_block
 from klrl.audit.exact import AuditSetting, audit_rows, expected_gradient
-from klrl.kl_config import KLConfig
-from klrl.loss import batch_loss
+from klrl.objective.kl_config import KLConfig
+from klrl.objective.loss import batch_loss
 from klrl.toy import exact
 from klrl.toy.policy import make_problem
 

@@ -1,4 +1,4 @@
-"""The engine correction (klrl.engine_correction), proven exactly on the toy policy: samples from
+"""The engine correction (klrl.objective.engine_correction), proven exactly on the toy policy: samples from
 a perturbed engine policy, reweighted by μ/e on the policy term and the KL term, have the same
 expected gradient as samples from μ, for every configuration on- and off-policy; without the
 weights they do not; truncation and masking leave a bias only where they act."""
@@ -6,9 +6,9 @@ weights they do not; truncation and masking leave a bias only where they act."""
 import pytest
 import torch
 
-from klrl.engine_correction import EngineCorrection, engine_weights
-from klrl.estimators import STANDARD_CONFIGS
-from klrl.kl_config import KLConfig
+from klrl.objective.engine_correction import EngineCorrection, engine_weights
+from klrl.objective.estimators import STANDARD_CONFIGS
+from klrl.objective.kl_config import KLConfig
 from klrl.toy.exact import enumerate_sequences, expected_gradient
 from klrl.toy.policy import make_problem
 

@@ -1,17 +1,17 @@
 """The gradient table of docs/paper.md, checked exactly by enumerating every sequence of a tabular policy,
-through the trainer's own loss (`klrl.loss.batch_loss`: penalty, RLOO advantages, policy term,
+through the trainer's own loss (`klrl.objective.loss.batch_loss`: penalty, RLOO advantages, policy term,
 KL loss term, aggregation, masks, clamps), on fixed-length sequences and on sequences that end
 at an EOS and are padded after it."""
 
 import pytest
 import torch
 
-from klrl.kl_config import KLConfig
-from klrl.describe import describe
-from klrl.estimators import SEQUENCE_REVERSE_KL, STANDARD_CONFIGS, TOKEN_FORWARD_KL, TOKEN_REVERSE_KL, ZERO
-from klrl.kl import kl_stats
-from klrl.loss import LossConfig
-from klrl.toy.bias import batch_estimates
+from klrl.objective.kl_config import KLConfig
+from klrl.objective.gradient_claims import describe
+from klrl.objective.estimators import SEQUENCE_REVERSE_KL, STANDARD_CONFIGS, TOKEN_FORWARD_KL, TOKEN_REVERSE_KL, ZERO
+from klrl.objective.kl import kl_stats
+from klrl.objective.loss import LossConfig
+from klrl.toy.exact import batch_estimates
 from klrl.toy.exact import (
     MODES,
     enumerate_sequences,

@@ -25,10 +25,11 @@ from klrl.tracking.reconcile import reconcile
 from klrl.training.attempt import begin_attempt
 from klrl.training.checkpoint import checkpoint_folders
 from klrl.training.config import TrainConfig
-from klrl.tracking.runs import Tracker, tracker_from_args
+from klrl.tracking.attempts import tracker_from_args
+from klrl.tracking.runs import Tracker
 from klrl.training.record import write_status
 from klrl.typed import from_mapping
-from klrl.ui_server import mlflow_server as serve_mlflow
+from klrl.tracking.mlflow_process import mlflow_server as serve_mlflow
 
 from conftest import tiny_settings
 

@@ -19,7 +19,7 @@ import pytest
 from mlflow.exceptions import MlflowException
 
 from klrl.tracking.runs import Tracker
-from klrl.ui_server import free_port
+from klrl.tracking.mlflow_process import free_port
 
 
 def _postgres_installed() -> bool:

@@ -1,10 +1,10 @@
 """The gradient the trainer applies equals that of the loss written out by hand, independently of
-klrl.kl / klrl.objectives / klrl.loss: every KL configuration, on- and off-policy, tiny model."""
+klrl.objective.kl / klrl.objective.policy_terms / klrl.objective.loss: every KL configuration, on- and off-policy, tiny model."""
 
 import pytest
 import torch
 
-from klrl.estimators import STANDARD_CONFIGS
+from klrl.objective.estimators import STANDARD_CONFIGS
 from klrl.training import trainer as trainer_module
 from klrl.training.sampling import completion_texts
 from klrl.training.scoring import completion_logits, token_logp

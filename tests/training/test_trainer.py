@@ -11,8 +11,8 @@ import yaml
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
-from klrl.kl import kl_terms
-from klrl.objectives import aggregate
+from klrl.objective.kl import kl_terms
+from klrl.objective.policy_terms import aggregate
 from klrl.training import trainer as trainer_module
 from klrl.training.checkpoint import checkpoint_folders
 from klrl.training.sampling import HFSampler

@@ -6,7 +6,7 @@ key with the allowed ones, a value with the allowed ones), never the schema or t
 itself; then the checks across sections that a schema cannot express: every task a group trains
 or evaluates on can be prepared from `data:` (a generated task needs its split sizes there), a
 built model's recipe can be built, and the tracking URI is one MLflow can open. Before any of it, the schema's lists of KL configurations and tasks must be the code's
-registries (`klrl.estimators.STANDARD_CONFIGS`, `klrl.tasks.TASKS`): a name added to one and not
+registries (`klrl.objective.estimators.STANDARD_CONFIGS`, `klrl.tasks.TASKS`): a name added to one and not
 the other stops the workflow, naming it. `read_config` reads a config file and checks it, for
 every entry point that reads one (`klrl cells`, and through it `make run` and `make cells`); the
 Snakefile checks the config Snakemake has read, before anything else.
@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 
 import yaml
 
-from klrl.estimators import STANDARD_CONFIGS
+from klrl.objective.estimators import STANDARD_CONFIGS
 from klrl.files import read_yaml
 from klrl.tasks import TASKS, get_task
 
@@ -115,7 +115,7 @@ def tracking_uri_problem(uri: str) -> str:
 def registry_problem(schema: dict, schema_path: Path) -> str:
     """Where the schema's enums of KL configurations and tasks differ from the registries ('' when equal)."""
     for key, registry, home in (
-        ("kl", STANDARD_CONFIGS, "klrl.estimators.STANDARD_CONFIGS"),
+        ("kl", STANDARD_CONFIGS, "klrl.objective.estimators.STANDARD_CONFIGS"),
         ("task", TASKS, "klrl.tasks.TASKS"),
     ):
         enum = schema["$defs"][key]["enum"]

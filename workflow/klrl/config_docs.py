@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from klrl.config_check import SCHEMA
-from klrl.kl_config import KLConfig
+from klrl.objective.kl_config import KLConfig
 from klrl.evaluation.harness import CONFIG_DEFAULTS
 from klrl.training.config import TrainConfig
 

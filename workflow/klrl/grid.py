@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 from klrl.models import built_folder, get_base_model
 from klrl.tasks import get_task
-from klrl.kl_config import KL_OPTIONS
+from klrl.objective.kl_config import KL_OPTIONS
 from klrl.paths import Layout
 from klrl.training.config import TrainConfig
 from klrl.typed import from_mapping

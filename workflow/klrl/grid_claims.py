@@ -2,7 +2,7 @@
 
 Every KL configuration's name promises the gradient of the sequence-level reverse KL
 β·KL(πθ ‖ πref). For each configuration of a grid in each policy mode (off-policy with its lag),
-the claim of the registry (`klrl.describe`, from `klrl.estimators`) says whether its expected
+the claim of the registry (`klrl.objective.gradient_claims`, from `klrl.objective.estimators`) says whether its expected
 gradient is that one; each one that is not is listed once, on one line, with the gradient it
 does estimate, and a setting whose KL term has zero expected gradient says that it does nothing.
 The Snakefile prints these lines when it loads a config (`klrl.grid.expand_grid`'s cells), and
@@ -13,9 +13,9 @@ Plain Python, no torch: it runs when Snakemake builds the DAG.
 
 from __future__ import annotations
 
-from klrl.describe import describe
-from klrl.estimators import OTHER, ZERO
-from klrl.kl_config import KLConfig
+from klrl.objective.gradient_claims import describe
+from klrl.objective.estimators import OTHER, ZERO
+from klrl.objective.kl_config import KLConfig
 
 
 def _setting_of(cell) -> tuple[str, str, int]:

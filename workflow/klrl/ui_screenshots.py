@@ -3,7 +3,7 @@
     python -m klrl ui-screenshots --experiment study \
         --cells tiny__k1-reward__b1__on__s0 tiny__k1-reward__b1__on__s1 tiny__k1-loss__b1__on__s0 tiny__k1-loss__b1__on__s1
 
-serves the run's MLflow store (klrl.ui_server), opens it in headless Chromium (Playwright, the
+serves the run's MLflow store (klrl.tracking.mlflow_process), opens it in headless Chromium (Playwright, the
 `test` extra; Debian's chromium: `make browser`) and writes to docs/figures/:
 - mlflow_runs.png: the experiment's runs table, opened on the grid's parent run;
 - mlflow_curves.png: the metric page plotting --metric against the step for the chosen cells'
@@ -98,7 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from klrl.ui_server import mlflow_server
+    from klrl.tracking.mlflow_process import mlflow_server
 
     with mlflow_server(args.store, Path.cwd()) as address:
         for shot in capture(

@@ -1,104 +1,18 @@
-"""An MLflow tracking server over a store, on a free port of 127.0.0.1 (or the one given), for as
-long as a `with` block lasts: the UI's screenshots for the README (klrl.ui_screenshots), the
-PostgreSQL-backed tracking server (klrl.tracking.server) and the tests that read a run's store
-through the REST API and the UI; and `klrl ui` (`make ui`), which serves a config's store for a
-person and prints the address of its experiment's runs table (MLflow 3 opens on a GenAI overview
+"""`klrl ui` (`make ui`): serves a config's MLflow store for a person (klrl.tracking.mlflow_process)
+and prints the address of its experiment's runs table (MLflow 3 opens on a GenAI overview
 otherwise, whatever the experiment's kind tag says)."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
+
+from klrl.tracking.mlflow_process import mlflow_server, stop_on_signals
 
 
 DEFAULT_STORE = "sqlite:///results/mlflow.db"  # the config schema's default tracking.uri
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@contextlib.contextmanager
-def mlflow_server(
-    store_uri: str,
-    cwd: Path,
-    *options: str,
-    host: str = "127.0.0.1",
-    port: int | None = None,
-    env: dict[str, str] | None = None,
-):
-    """`mlflow server` over `store_uri` on `host`:`port` (a free port by default), its address
-    yielded once it answers /health; stopped with its whole process group, checked to leave
-    nothing behind. `env`: variables added to the server's environment."""
-    port = port or free_port()
-    command = [str(Path(sys.executable).parent / "mlflow"), "server", "--host", host, "--port", str(port), *options]
-    command += ["--backend-store-uri", store_uri]
-    server = subprocess.Popen(
-        command,
-        cwd=cwd,
-        env={**os.environ, **(env or {})},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    address = f"http://{host}:{port}"
-    try:
-        for _ in range(180):
-            try:
-                with urllib.request.urlopen(f"{address}/health", timeout=2):
-                    break
-            except OSError:
-                if server.poll() is not None:
-                    raise RuntimeError(f"mlflow server exited with code {server.returncode}")
-                time.sleep(1)
-        else:
-            raise RuntimeError("mlflow server did not answer /health within 180 s")
-        yield address
-    finally:
-        stop_group(server)
-
-
-def _group_alive(leader: int) -> bool:
-    """Whether any process of the group still runs (zombies, already dead, do not count)."""
-    listing = subprocess.run(["ps", "-e", "-o", "pgid=,stat="], capture_output=True, text=True, check=True)
-    return any(
-        pgid == str(leader) and not stat.startswith("Z") for pgid, stat in map(str.split, listing.stdout.splitlines())
-    )
-
-
-def stop_group(process: subprocess.Popen, first: signal.Signals = signal.SIGTERM) -> None:
-    """Signal the process group (a server and its workers) with `first`, SIGKILL what outlives
-    20 s, then check that nothing of the group is left."""
-    os.killpg(process.pid, first)
-    deadline = time.monotonic() + 20
-    while _group_alive(process.pid) and time.monotonic() < deadline:
-        process.poll()
-        time.sleep(0.5)
-    if _group_alive(process.pid):
-        os.killpg(process.pid, signal.SIGKILL)
-        time.sleep(1)
-    process.wait(timeout=30)
-    if _group_alive(process.pid):
-        raise RuntimeError(f"the process group {process.pid} outlived SIGKILL")
-
-
-def stop_on_signals() -> None:
-    """From now on Ctrl-C or `kill` (SIGINT or SIGTERM, even in a background job, where the
-    shell ignores SIGINT) ends this process through SystemExit, so that the servers of the
-    `with` blocks it is in stop first."""
-    stop = lambda *_: sys.exit(0)  # noqa: E731
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
 
 
 def runs_table(address: str, store_uri: str, experiment: str) -> str:

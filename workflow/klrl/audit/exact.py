@@ -15,7 +15,7 @@ says `method: exact`.
 
 Each expected gradient (divided by β, and multiplied by T where the library averages its KL
 term over tokens: every toy sequence has T tokens) is compared with the targets the registry
-names (`klrl.estimators`): `estimates` is the one it equals (relative difference below
+names (`klrl.objective.estimators`): `estimates` is the one it equals (relative difference below
 MATCH_TOLERANCE), `zero`, or `other`; `rel_bias` = ‖E[ĝ] − ∇KL‖/‖∇KL‖ as in the toy table.
 """
 
@@ -26,8 +26,9 @@ from dataclasses import dataclass
 
 import torch
 
-from klrl.estimators import OTHER, SEQUENCE_REVERSE_KL, TOKEN_FORWARD_KL, TOKEN_REVERSE_KL, ZERO
-from klrl.toy.bias import LAG_STEPS, total_variation
+from klrl.objective.estimators import OTHER, SEQUENCE_REVERSE_KL, TOKEN_FORWARD_KL, TOKEN_REVERSE_KL, ZERO
+from klrl.toy.bias import LAG_STEPS
+from klrl.toy.policy import total_variation
 from klrl.toy.exact import MODES, enumerate_sequences, sequence_kl_gradient, token_kl_gradient
 from klrl.toy.policy import make_problem
 

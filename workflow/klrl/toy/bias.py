@@ -21,12 +21,12 @@ from pathlib import Path
 
 import torch
 
-from klrl.kl_config import KLConfig
-from klrl.describe import describe
-from klrl.estimators import STANDARD_CONFIGS
-from klrl.objectives import advantages
-from klrl.toy.exact import MODES, PerSequence, expected_gradient, per_sequence, sequence_kl_gradient
-from klrl.toy.policy import ToyProblem, make_problem
+from klrl.objective.estimators import STANDARD_CONFIGS
+from klrl.objective.gradient_claims import describe
+from klrl.objective.kl_config import KLConfig
+from klrl.toy import staleness
+from klrl.toy.exact import MODES, batch_estimates, expected_gradient, per_sequence, sequence_kl_gradient
+from klrl.toy.policy import make_problem, total_variation
 
 LAG_STEPS = 3  # the staleness of μ behind πθ that the table's off-policy numbers are for
 
@@ -47,27 +47,6 @@ COLUMNS = (
     "horizon",
     "seed",
 )
-
-
-def batch_estimates(
-    pieces: PerSequence, n_batches: int, batch_size: int, generator: torch.Generator, chunk: int = 500
-) -> torch.Tensor:
-    """`n_batches` independent batch gradient estimates, (n_batches, P)."""
-    out = []
-    for start in range(0, n_batches, chunk):
-        m = min(chunk, n_batches - start)
-        idx = torch.multinomial(pieces.q, m * batch_size, replacement=True, generator=generator).reshape(m, batch_size)
-        adv = advantages(-pieces.penalty[idx].reshape(-1), batch_size, "rloo").reshape(m, batch_size)
-        out.append((adv[..., None] * pieces.score[idx]).mean(1) + pieces.loss[idx].mean(1))
-    return torch.cat(out)
-
-
-def total_variation(problem: ToyProblem) -> float:
-    """TV(μ, πθ) = ½ Σ_y |μ(y) − πθ(y)| over whole sequences."""
-    seqs = problem.space.sequences()
-    pi = problem.space.token_logp(problem.theta, seqs).sum(-1).exp()
-    mu = problem.space.token_logp(problem.behaviour_theta, seqs).sum(-1).exp()
-    return 0.5 * (pi - mu).abs().sum().item()
 
 
 def toy_rows(vocab: int = 3, horizon: int = 4, seed: int = 0, samples: int = 4000, batch_size: int = 16) -> list[dict]:
@@ -154,8 +133,6 @@ def run(args: argparse.Namespace) -> None:
     print(f"off-policy columns: μ = πθ {rows[0]['lag']} steps ago, TV(μ, πθ) {rows[0]['tv']:.2f} over sequences")
     print(f"wrote {len(rows)} rows to {args.out}")
     if args.curves_out:
-        from klrl.toy import staleness
-
         by_lag = staleness.lag_rows(
             args.lags, args.vocab, args.horizon, args.seed, samples=args.samples // 4, batch_size=args.batch_size
         )

@@ -1,6 +1,6 @@
 """Exact gradients on the toy policy, by enumerating every sequence, through the trainer's loss.
 
-The estimate is the trainer's own: `klrl.loss.batch_loss` on a batch of one group of G = 2
+The estimate is the trainer's own: `klrl.objective.loss.batch_loss` on a batch of one group of G = 2
 samples, the task reward 0 so that only the KL part of the objective is left: the reward
 penalty, RLOO advantages of the penalised reward, the policy term −clamp(πθ/q, 0, c)·A, the KL
 loss term, aggregation, the masks (EOS and padding when the space has an EOS) and clamps. Its
@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 import torch
 
-from klrl.engine_correction import EngineCorrection, engine_weights
-from klrl.kl_config import KLConfig
-from klrl.loss import LossConfig, batch_loss, reward_penalty, token_losses
+from klrl.objective.engine_correction import EngineCorrection, engine_weights
+from klrl.objective.kl_config import KLConfig
+from klrl.objective.loss import LossConfig, batch_loss, reward_penalty, token_losses
+from klrl.objective.policy_terms import advantages
 from klrl.toy.policy import ToyProblem
 
 MODES = ("on", "off")
@@ -99,7 +100,7 @@ def expected_gradient(
 
     With `engine_theta` the samples come from that engine policy instead of q, whose log-probs
     the trainer still recomputes as μ (πθ on-policy, the stale μ off-policy), each weighted by
-    `correction` (klrl.engine_correction) if one is given.
+    `correction` (klrl.objective.engine_correction) if one is given.
     """
     loss_config = config if isinstance(config, LossConfig) else toy_loss_config(config)
     theta = _theta(problem)
@@ -153,7 +154,7 @@ class PerSequence:
 
 
 def per_sequence(problem: ToyProblem, config: KLConfig, mode: str) -> PerSequence:
-    """The pieces, from the trainer's per-token terms (`klrl.loss.token_losses`) with A = 1: each
+    """The pieces, from the trainer's per-token terms (`klrl.objective.loss.token_losses`) with A = 1: each
     sequence's gradient is a row of the Jacobian of the per-sequence terms in θ (`torch.func.jacrev`)."""
     loss_config = toy_loss_config(config)
 
@@ -168,3 +169,16 @@ def per_sequence(problem: ToyProblem, config: KLConfig, mode: str) -> PerSequenc
     beta = config.beta or 1.0
     penalty = reward_penalty(loss_config, e.logp, e.ref_logp, e.mask, e.behaviour_logp)
     return PerSequence(e.q, penalty.double() / beta, score, loss / beta)
+
+
+def batch_estimates(
+    pieces: PerSequence, n_batches: int, batch_size: int, generator: torch.Generator, chunk: int = 500
+) -> torch.Tensor:
+    """`n_batches` independent batch gradient estimates, (n_batches, P)."""
+    out = []
+    for start in range(0, n_batches, chunk):
+        m = min(chunk, n_batches - start)
+        idx = torch.multinomial(pieces.q, m * batch_size, replacement=True, generator=generator).reshape(m, batch_size)
+        adv = advantages(-pieces.penalty[idx].reshape(-1), batch_size, "rloo").reshape(m, batch_size)
+        out.append((adv[..., None] * pieces.score[idx]).mean(1) + pieces.loss[idx].mean(1))
+    return torch.cat(out)

@@ -106,3 +106,11 @@ def make_problem(
         (grad,) = torch.autograd.grad(expected_reward, theta)
         theta = (theta + lag_lr * grad / grad.norm() * theta.shape[0] ** 0.5).detach()
     return ToyProblem(space, theta.detach(), ref, behaviour)
+
+
+def total_variation(problem: ToyProblem) -> float:
+    """TV(μ, πθ) = ½ Σ_y |μ(y) − πθ(y)| over whole sequences."""
+    seqs = problem.space.sequences()
+    pi = problem.space.token_logp(problem.theta, seqs).sum(-1).exp()
+    mu = problem.space.token_logp(problem.behaviour_theta, seqs).sum(-1).exp()
+    return 0.5 * (pi - mu).abs().sum().item()

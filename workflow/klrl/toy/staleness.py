@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import torch
 
-from klrl.kl_config import KLConfig
-from klrl.estimators import STANDARD_CONFIGS
-from klrl.toy.bias import batch_estimates, total_variation
-from klrl.toy.exact import expected_gradient, per_sequence, sequence_kl_gradient
-from klrl.toy.policy import ToyProblem, make_problem
+from klrl.objective.kl_config import KLConfig
+from klrl.objective.estimators import STANDARD_CONFIGS
+from klrl.toy.exact import batch_estimates, expected_gradient, per_sequence, sequence_kl_gradient
+from klrl.toy.policy import ToyProblem, make_problem, total_variation
 
 LAG_COLUMNS = ("config", "lag", "tv", "rel_bias", "rel_std")
 HORIZON_COLUMNS = ("config", "horizon", "lag", "tv", "rel_bias", "rel_std")

@@ -1,4 +1,5 @@
-"""The MLflow run of each attempt of a cell (klrl.training.attempt says what an attempt is).
+"""The MLflow run of each attempt of a cell (klrl.training.attempt says what an attempt is), and
+the tracker a job's tracking arguments name (`tracker_from_args`).
 
 The run of the attempt is recorded in the cell's train folder as `mlflow_run.json` (run id,
 attempt id, store and experiment). The first attempt takes the cell's run of the runs file
@@ -10,6 +11,7 @@ same attempt continues its run (set RUNNING again). The evaluate job logs into t
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -101,3 +103,23 @@ def _mark_superseded(client, old_id: str, new_id: str, key: str, number: int) ->
     client.set_tag(old_id, "klrl.superseded_by", new_id)
     client.set_terminated(old_id, "KILLED")
     client.update_run(old_id, name=f"{key} (attempt {number}, superseded)")
+
+
+def add_tracking_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mlflow-run-id", help="log into this MLflow run (MLFLOW_TRACKING_URI names the store)")
+    parser.add_argument("--mlflow-runs", type=Path, help="a grid's runs file (klrl track-grid); with --mlflow-key")
+    parser.add_argument("--mlflow-key", help="this job's run in --mlflow-runs: a cell id or base/<model>")
+
+
+def tracker_from_args(args: argparse.Namespace, cell_folder: Path | None = None) -> Tracker:
+    """The tracker the tracking arguments name; tracking is off without any. With a cell's
+    train folder, the run of its current attempt when the folder records one, else the runs
+    file's."""
+    if args.mlflow_runs:
+        if not args.mlflow_key:
+            raise ValueError("--mlflow-runs needs --mlflow-key (the cell id, or base/<model>)")
+        tracker = Tracker.from_runs_file(args.mlflow_runs, args.mlflow_key)
+        if cell_folder is not None and tracker.run_id:
+            tracker.run_id = recorded_run(cell_folder, read_runs_file(args.mlflow_runs)) or tracker.run_id
+        return tracker
+    return Tracker(args.mlflow_run_id)

@@ -7,7 +7,6 @@ run of the cell's current attempt (klrl.tracking.attempts), recorded in its trai
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import subprocess
@@ -144,28 +143,6 @@ class Tracker:
                 self._client.log_artifacts(self.run_id, str(path), folder)
             else:
                 self._client.log_artifact(self.run_id, str(path), artifact_path)
-
-
-def add_tracking_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--mlflow-run-id", help="log into this MLflow run (MLFLOW_TRACKING_URI names the store)")
-    parser.add_argument("--mlflow-runs", type=Path, help="a grid's runs file (klrl track-grid); with --mlflow-key")
-    parser.add_argument("--mlflow-key", help="this job's run in --mlflow-runs: a cell id or base/<model>")
-
-
-def tracker_from_args(args: argparse.Namespace, cell_folder: Path | None = None) -> Tracker:
-    """The tracker the tracking arguments name; tracking is off without any. With a cell's
-    train folder, the run of its current attempt when the folder records one
-    (klrl.tracking.attempts), else the runs file's."""
-    if args.mlflow_runs:
-        if not args.mlflow_key:
-            raise ValueError("--mlflow-runs needs --mlflow-key (the cell id, or base/<model>)")
-        tracker = Tracker.from_runs_file(args.mlflow_runs, args.mlflow_key)
-        if cell_folder is not None and tracker.run_id:
-            from klrl.tracking.attempts import recorded_run
-
-            tracker.run_id = recorded_run(cell_folder, read_runs_file(args.mlflow_runs)) or tracker.run_id
-        return tracker
-    return Tracker(args.mlflow_run_id)
 
 
 def finish_run(client, run_id: str, status: str, reason: str = "") -> None:

@@ -24,7 +24,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from klrl.ui_server import free_port, mlflow_server, stop_group, stop_on_signals
+from klrl.tracking.mlflow_process import free_port, mlflow_server, stop_group, stop_on_signals
 
 DATABASE = "mlflow"
 ROLE = "klrl"

@@ -16,8 +16,7 @@ from pathlib import Path
 
 from klrl.folder_lock import hold_lock
 from klrl.paths import TRAIN_LOCK
-from klrl.tracking.attempts import attempt_tracker
-from klrl.tracking.runs import add_tracking_arguments, tracker_from_args
+from klrl.tracking.attempts import add_tracking_arguments, attempt_tracker, tracker_from_args
 from klrl.training.attempt import begin_attempt
 from klrl.training.checkpoint import remove_checkpoints
 from klrl.training.config import config_keys_help, load_config

@@ -14,13 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from klrl.engine_correction import ENGINE_CORRECTIONS
-from klrl.kl_config import KL_OPTIONS, KLConfig
+from klrl.objective.choices import ADVANTAGES, AGGREGATIONS
+from klrl.objective.engine_correction import ENGINE_CORRECTIONS
+from klrl.objective.kl_config import KL_OPTIONS, KLConfig
 from klrl.files import read_yaml
 from klrl.typed import check_fields, field_hint, from_mapping, parse_text
 
-ADVANTAGES = ("rloo", "group-mean")  # klrl.objectives.advantages
-AGGREGATIONS = ("seq-sum", "token-mean")  # klrl.objectives.normaliser
 GENERATION_BACKENDS = ("hf", "vllm")
 PRECISIONS = ("none", "bf16")  # bf16: bfloat16 compute over float32 master weights (FSDP)
 VLLM_DTYPES = ("float32", "bfloat16", "float16")
@@ -58,7 +57,7 @@ class TrainConfig:
     max_answer_chars: int = _help("longest reference answer accepted from the data, in characters", 1000)
     # the KL penalty
     kl: KLConfig = _help(
-        f"the KL penalty: name (a standard name of klrl.kl, e.g. k1-reward), beta (β) and the options {', '.join(KL_OPTIONS)} (klrl.kl_config.KLConfig)",
+        f"the KL penalty: name (a standard name of klrl.objective.kl, e.g. k1-reward), beta (β) and the options {', '.join(KL_OPTIONS)} (klrl.objective.kl_config.KLConfig)",
         factory=KLConfig,
     )
     # the policy-gradient estimator
@@ -89,7 +88,7 @@ class TrainConfig:
     vllm_max_model_len: int | None = _help("vLLM's longest sequence, prompt + completion (None: the model's own)", None)
     engine_correction: str | None = _help(
         f"weight each vllm rollout by the trainer's μ over the engine's log-probs on the policy and KL terms, one of {ENGINE_CORRECTIONS} "
-        "(<level>-<mode>, klrl.engine_correction; needs temperature 1 and top_p 1: the engine reports raw log-probs); None: no weights, "
+        "(<level>-<mode>, klrl.objective.engine_correction; needs temperature 1 and top_p 1: the engine reports raw log-probs); None: no weights, "
         "the mismatch metrics recorded all the same",
         None,
     )

@@ -4,7 +4,8 @@
 checkpoint does not cover (and a torn last line), so a resumed history equals an uninterrupted
 one. status.json is written atomically, last, and read back validated (`read_status`). These
 files are the record every later step reads (evaluation, aggregation, track-reconcile); MLflow
-only mirrors them (klrl.tracking).
+only mirrors them, through the `RunTracker` the trainer is handed (klrl.tracking.runs.Tracker;
+`NoTracking` when nothing is tracked).
 """
 
 from __future__ import annotations
@@ -13,10 +14,40 @@ import json
 import os
 import warnings
 from pathlib import Path
+from typing import Protocol
 
 from klrl.files import read_jsonl, write_atomic
 from klrl.paths import FINAL, STATUS
 from klrl.provenance import source_commit, utc_now
+
+
+class RunTracker(Protocol):
+    """What the trainer logs a run's record to besides its files (klrl.tracking.runs.Tracker)."""
+
+    def log_params(self, params: dict) -> None: ...
+    def log_metrics(self, metrics: dict, step: int) -> None: ...
+    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None: ...
+    def set_tag(self, key: str, value: str) -> None: ...
+    def finish(self, status: str = "completed", reason: str = "") -> None: ...
+
+
+class NoTracking:
+    """A `RunTracker` that logs nowhere: a run nothing tracks, and every process but rank 0."""
+
+    def log_params(self, params: dict) -> None:
+        pass
+
+    def log_metrics(self, metrics: dict, step: int) -> None:
+        pass
+
+    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        pass
+
+    def set_tag(self, key: str, value: str) -> None:
+        pass
+
+    def finish(self, status: str = "completed", reason: str = "") -> None:
+        pass
 
 
 class MetricsLog:

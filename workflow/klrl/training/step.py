@@ -5,13 +5,13 @@ One path for every setting (`Learner.learn`):
                each distinct prompt computed once for its G samples (`completion_logits`),
                micro-batch by micro-batch without gradient (with it, and kept, when the step is
                one update of one piece: then the update reuses that forward);
- 2. advantages from the penalised rewards, once for the batch (`klrl.loss.penalised_advantages`);
- 3. diagnostics once for the batch: every estimator (`klrl.kl.kl_stats`), the exact
+ 2. advantages from the penalised rewards, once for the batch (`klrl.objective.loss.penalised_advantages`);
+ 3. diagnostics once for the batch: every estimator (`klrl.objective.kl.kl_stats`), the exact
                distribution statistics, the importance ratios; where the rollout carries the
                engine's log-probs (vllm), their mismatch with μ and, with `engine_correction`,
-               the weights μ/e that multiply both loss terms (`klrl.engine_correction`);
+               the weights μ/e that multiply both loss terms (`klrl.objective.engine_correction`);
  4. updates    for each of `ppo_epochs` passes, the batch (shuffled when split) in `minibatches`
-               minibatches; for each, the gradient of `klrl.loss.update_loss` accumulated over
+               minibatches; for each, the gradient of `klrl.objective.loss.update_loss` accumulated over
                its micro-batches of `micro_batch_size` rows, each aggregated over the
                minibatch's denominator (so the sum is the minibatch's loss), then the gradient
                clipped and one AdamW step. The ratio's anchor is μ off-policy and the
@@ -29,10 +29,10 @@ from dataclasses import dataclass
 
 import torch
 
-from klrl.engine_correction import EngineCorrection, engine_weights
-from klrl.kl import kl_stats
-from klrl.loss import LossConfig, penalised_advantages, update_loss
-from klrl.objectives import normaliser
+from klrl.objective.engine_correction import EngineCorrection, engine_weights
+from klrl.objective.kl import kl_stats
+from klrl.objective.loss import LossConfig, penalised_advantages, update_loss
+from klrl.objective.policy_terms import normaliser
 from klrl.training import distributed
 from klrl.training.config import TrainConfig
 from klrl.training.sampling import Rollout

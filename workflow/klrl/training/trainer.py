@@ -10,7 +10,7 @@ What runs at each step t, in order:
  3. Learning (`klrl.training.step.Learner`, one path for every setting): log-probs of the
     sampled tokens under the policy, the frozen reference πref (the base model) and,
     off-policy, μ (recomputed by the learner from the stale weights, as in the paper); the
-    loss of `klrl.loss`: the KL of `klrl.kl.kl_terms` (and nothing else) shapes the reward
+    loss of `klrl.objective.loss`: the KL of `klrl.objective.kl.kl_terms` (and nothing else) shapes the reward
     R̃ = R − penalty and/or adds its loss term; advantages from R̃ within each group (RLOO by
     default; Dr. GRPO's R − group mean with `advantage: group-mean`, the paper's off-policy
     choice); the policy term −clamp(πθ/μ, 0, c)·A per token (truncated IS; the ratio is 1
@@ -70,8 +70,7 @@ from klrl.training.prompts import PromptSchedule, encode_prompts, stop_token_ids
 from klrl.training.sampling import HFSampler, Rollout, completion_texts
 from klrl.training.seeds import seeded_generator
 from klrl.training.step import Learner
-from klrl.tracking.runs import Tracker
-from klrl.training.record import MetricsLog, read_metrics, write_status
+from klrl.training.record import MetricsLog, NoTracking, RunTracker, read_metrics, write_status
 from klrl.verify_worker import grading_counts
 
 
@@ -79,7 +78,7 @@ MAX_MODEL_ARTIFACT_BYTES = 100 * 2**20  # larger final models are referenced by 
 
 
 class Trainer:
-    def __init__(self, config: TrainConfig, out_dir: Path, tracker: Tracker | None = None) -> None:
+    def __init__(self, config: TrainConfig, out_dir: Path, tracker: RunTracker | None = None) -> None:
         self.config = config
         self.out_dir = Path(out_dir)
         self.reward_fn = get_reward(config.reward)
@@ -88,7 +87,7 @@ class Trainer:
         torch.manual_seed(config.seed)
         self.procs = distributed.setup(config.device, config.mixed_precision)
         self.device = self.procs.device
-        self.tracker = (tracker or Tracker()) if self.procs.is_main else Tracker()
+        self.tracker = tracker if tracker is not None and self.procs.is_main else NoTracking()
         self.rows = self._local_rows()
         self.tokenizer = AutoTokenizer.from_pretrained(config.base_model, revision=config.base_revision)
         source = self._base_model() if self.procs.sharded and self.procs.is_main else None  # rank 0's one host copy

@@ -196,7 +196,7 @@ class VLLMSampler:
                 seed=seed,
                 stop_token_ids=list(self.stop_ids),
                 detokenize=False,
-                logprobs=0,  # the sampled token's own log-prob (klrl.engine_correction)
+                logprobs=0,  # the sampled token's own log-prob (klrl.objective.engine_correction)
             )
             for seed in seeds
         ]

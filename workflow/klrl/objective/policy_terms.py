@@ -1,6 +1,6 @@
 """The policy-gradient side of the loss: advantages, the per-token policy term, aggregation.
 
-Same contract as `klrl.kl`: (B, T) tensors with a mask; rewards and advantages are (B,),
+Same contract as `klrl.objective.kl`: (B, T) tensors with a mask; rewards and advantages are (B,),
 with the G samples of one prompt stored next to each other (B = prompts × G).
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from klrl.kl import at_least_fp32
-from klrl.training.config import ADVANTAGES, AGGREGATIONS
+from klrl.objective.kl import at_least_fp32
+from klrl.objective.choices import ADVANTAGES, AGGREGATIONS
 
 
 def _groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:

@@ -11,7 +11,7 @@ either truncated (min(w, cap)) or masked (w where 1/cap ≤ w ≤ cap, else 0; a
 sequence gives nothing). Truncation and masking bias the estimate where they act, and bound its
 variance. The weight multiplies every per-token loss term before aggregation: the policy term,
 which carries a reward-placed penalty through the advantages, and the KL loss term
-(`klrl.loss.batch_loss(..., sample_weights=)`); `tests/toy/test_engine_correction.py` proves
+(`klrl.objective.loss.batch_loss(..., sample_weights=)`); `tests/toy/test_engine_correction.py` proves
 it on the toy policy exactly. Metrics per step: mean and max |log μ_t/e_t| over the tokens, and
 the fraction of weights (tokens or sequences) truncated or masked.
 

@@ -3,7 +3,7 @@ configuration, and their diagnostics.
 
 Every KL term the trainer uses comes from `kl_terms`; nothing else computes one. The estimators,
 placements and corrections themselves (and what each one's gradient is) are declared in
-`klrl.estimators`. The diagnostics (every estimator, clamp and weight counts) are `kl_stats`,
+`klrl.objective.estimators`. The diagnostics (every estimator, clamp and weight counts) are `kl_stats`,
 computed once per step.
 
 Notation (docs/paper.md). For completion token t of y ~ q(·|x):
@@ -36,8 +36,8 @@ from typing import NamedTuple
 
 import torch
 
-from klrl import estimators
-from klrl.kl_config import KLConfig, check_choice
+from klrl.objective import estimators
+from klrl.objective.kl_config import KLConfig, check_choice
 
 
 def at_least_fp32(x: torch.Tensor) -> torch.Tensor:

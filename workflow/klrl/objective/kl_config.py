@@ -1,5 +1,5 @@
 """`KLConfig`: how the KL penalty enters the objective (estimator, placement, β, clamps, correction),
-validated against the registry of klrl.estimators; plain Python, no torch.
+validated against the registry of klrl.objective.estimators; plain Python, no torch.
 
 `klrl.grid` (and so the Snakefile) validates every cell's training settings with it when
 Snakemake builds the DAG; keeping it free of torch keeps that fast. On import, every standard
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from klrl import estimators
+from klrl.objective import estimators
 from klrl.typed import check_fields
 
 
@@ -129,13 +129,13 @@ KL_OPTIONS = ("log_ratio_clamp", "value_clamp", "is_truncation")
 
 
 def check_standard_configs() -> None:
-    """Every standard name is a valid configuration (a contradiction in klrl.estimators fails on import, naming it)."""
+    """Every standard name is a valid configuration (a contradiction in klrl.objective.estimators fails on import, naming it)."""
     for name in estimators.STANDARD_CONFIGS:
         try:
             KLConfig.from_name(name, beta=0.0 if name == "none" else 1.0)
         except ValueError as error:
             raise estimators.RegistryError(
-                f"klrl.estimators: standard configuration {name!r} is not a valid KLConfig ({error})"
+                f"klrl.objective.estimators: standard configuration {name!r} is not a valid KLConfig ({error})"
             ) from None
 
 

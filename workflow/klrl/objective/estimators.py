@@ -5,8 +5,8 @@ An `Estimator` is its per-token value K̂_t as a function of δ_t = log πθ −
 expected gradient is in each placement (on-policy; off-policy where the general sentence does
 not say it). A `Correction` is an off-policy importance weighting with its claim.
 `STANDARD_CONFIGS` names the configurations that configs, tables, the `describe` table and the figures use, each
-with its colour. Everything else is derived from these: `klrl.kl_config.KLConfig` validates
-against them, `klrl.kl.token_kl` computes `Estimator.value`, `klrl.describe` states the
+with its colour. Everything else is derived from these: `klrl.objective.kl_config.KLConfig` validates
+against them, `klrl.objective.kl.token_kl` computes `Estimator.value`, `klrl.objective.gradient_claims` states the
 claims, the figures colour by `STANDARD_CONFIGS`; `check_registry` (run on import) names what a new
 entry is missing. README "How to add an estimator" says what else to regenerate.
 
@@ -174,17 +174,17 @@ def check_registry() -> None:
         missing = [placement for placement in PENALTY_PLACEMENTS if placement not in estimator.on_policy]
         if missing:
             raise RegistryError(
-                f"klrl.estimators: estimator {estimator.name!r} has no on-policy claim for placement {missing[0]!r}"
+                f"klrl.objective.estimators: estimator {estimator.name!r} has no on-policy claim for placement {missing[0]!r}"
             )
         unknown = sorted((set(estimator.on_policy) | set(estimator.off_policy)) - set(PENALTY_PLACEMENTS))
         if unknown:
             raise RegistryError(
-                f"klrl.estimators: estimator {estimator.name!r} claims placement {unknown[0]!r}, not one of {', '.join(PENALTY_PLACEMENTS)}"
+                f"klrl.objective.estimators: estimator {estimator.name!r} claims placement {unknown[0]!r}, not one of {', '.join(PENALTY_PLACEMENTS)}"
             )
         bad = [claim.target for claim in estimator.on_policy.values() if claim.target not in TARGETS]
         if bad:
             raise RegistryError(
-                f"klrl.estimators: estimator {estimator.name!r} claims target {bad[0]!r}, not one of {', '.join(TARGETS)}"
+                f"klrl.objective.estimators: estimator {estimator.name!r} claims target {bad[0]!r}, not one of {', '.join(TARGETS)}"
             )
     suffixes = {correction.suffix for correction in CORRECTIONS.values()}
     for name in STANDARD_CONFIGS:
@@ -196,14 +196,14 @@ def check_registry() -> None:
             and (len(parts) == 2 or parts[2] in suffixes)
         ):
             raise RegistryError(
-                f"klrl.estimators: standard configuration {name!r} is not <estimator>-<placement>[-<correction>] "
+                f"klrl.objective.estimators: standard configuration {name!r} is not <estimator>-<placement>[-<correction>] "
                 f"of the estimators {', '.join(ESTIMATORS)}, placements {', '.join(PENALTY_PLACEMENTS)} and corrections {', '.join(sorted(suffixes))}"
             )
     colours: dict[str, str] = {}
     for name, colour in STANDARD_CONFIGS.items():
         if colour in colours:
             raise RegistryError(
-                f"klrl.estimators: {name!r} and {colours[colour]!r} share the colour {colour}; give {name!r} its own"
+                f"klrl.objective.estimators: {name!r} and {colours[colour]!r} share the colour {colour}; give {name!r} its own"
             )
         colours[colour] = name
 

@@ -4,11 +4,11 @@ Inputs are (B, T) log-probs of the sampled tokens under the policy πθ (with gr
 reference πref and the behaviour policy μ (None on-policy), (B,) task rewards and the (B, T)
 completion mask (1 up to and including EOS, 0 on padding); rows come in groups of
 `group_size` samples of one prompt. In order:
- 1. penalty    β·Σ_t K̂_t from `klrl.kl.kl_terms` when the KL sits in the reward (detached);
- 2. advantages A from R̃ = R − penalty within each group (`klrl.objectives.advantages`);
+ 1. penalty    β·Σ_t K̂_t from `klrl.objective.kl.kl_terms` when the KL sits in the reward (detached);
+ 2. advantages A from R̃ = R − penalty within each group (`klrl.objective.policy_terms.advantages`);
  3. tokens     policy term −clamp(πθ/a, 0, c)·A (or PPO's clipped term) plus the KL loss term,
                a = μ off-policy, a = the pre-update πθ on-policy (ratio 1, gradient ∇log πθ);
- 4. aggregate  seq-sum or token-mean (`klrl.objectives.aggregate`), over the denominator of
+ 4. aggregate  seq-sum or token-mean (`klrl.objective.policy_terms.aggregate`), over the denominator of
                the whole (mini)batch the rows belong to.
 `batch_loss` is 1-4 over a batch in one piece. The trainer (`klrl.training.step`) computes 1-2
 once per step and 3-4 per micro-batch with `update_loss`, which is the same function; the
@@ -22,9 +22,9 @@ from typing import NamedTuple
 
 import torch
 
-from klrl.kl_config import KLConfig
-from klrl.kl import at_least_fp32, kl_terms
-from klrl.objectives import aggregate, advantages, normaliser, policy_loss_tokens, ppo_loss_tokens
+from klrl.objective.kl_config import KLConfig
+from klrl.objective.kl import at_least_fp32, kl_terms
+from klrl.objective.policy_terms import aggregate, advantages, normaliser, policy_loss_tokens, ppo_loss_tokens
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def update_loss(
 ) -> LossParts:
     """The loss of these rows, given their advantages and the `denominator` (`normaliser`) of
     the (mini)batch they belong to: the parts of a batch sum to its loss. `sample_weights`
-    ((B, T) constants, `klrl.engine_correction`) multiply both token terms."""
+    ((B, T) constants, `klrl.objective.engine_correction`) multiply both token terms."""
     policy, kl = token_losses(config, logp, ref_logp, anchor_logp, advantages, mask)
     if sample_weights is not None:
         policy, kl = policy * sample_weights, kl * sample_weights
