@@ -9,8 +9,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "workflow" / "klrl"
 
-# Bottom to top: a module is in the layer of its longest listed prefix; `command` modules are
-# the verbs of their subpackage and sit at the top.
+# Bottom to top: a module is in the layer of its longest listed prefix.
 LAYERS = {
     "base": ("klrl", "klrl.typed", "klrl.files", "klrl.paths", "klrl.folder_lock", "klrl.provenance", "klrl.answers",
              "klrl.verify_worker", "klrl.rewards", "klrl.schedule"),
@@ -25,11 +24,10 @@ LAYERS = {
                  "klrl.family_simulation", "klrl.bootstrap", "klrl.plan", "klrl.power", "klrl.aggregate",
                  "klrl.readme_results"),
     "audit": ("klrl.audit",),
-    "verbs": ("klrl.cli", "klrl.__main__", "klrl.describe", "klrl.cells", "klrl.config_docs", "klrl.ui_server",
-              "klrl.ui_screenshots", "klrl.snakemake_locks"),
+    "verbs": ("klrl.verbs", "klrl.cli", "klrl.__main__", "klrl.describe", "klrl.cells", "klrl.config_docs",
+              "klrl.ui_server", "klrl.ui_screenshots", "klrl.snakemake_locks"),
 }  # fmt: skip
 RANK = {prefix: rank for rank, prefixes in enumerate(LAYERS.values()) for prefix in prefixes}
-VERBS = len(LAYERS) - 1
 
 
 def _modules() -> dict[str, Path]:
@@ -44,8 +42,6 @@ MODULES = _modules()
 
 
 def _layer(module: str) -> int:
-    if module.rsplit(".", 1)[-1] == "command":
-        return VERBS
     prefixes = [prefix for prefix in RANK if module == prefix or module.startswith(prefix + ".")]
     if not prefixes:
         raise AssertionError(f"{module} is in no layer: add it to LAYERS here and to docs/layout.md")
@@ -123,7 +119,7 @@ def test_the_objective_imports_nothing_but_itself_and_the_base():
 def test_the_checks_catch_a_planted_upward_import_and_a_planted_circle():
     planted = {module: set(names) for module, names in GRAPH.items()}
     planted["klrl.training.trainer"].add("klrl.tracking.runs")  # the trainer importing its tracker
-    planted["klrl.tracking.runs"].add("klrl.tracking.attempts")  # attempts already imports runs
+    planted["klrl.tracking.runs"].add("klrl.tracking.attempt_runs")  # attempts already imports runs
     assert _upward(planted, "klrl.training.trainer") == ["klrl.tracking.runs"]
-    assert _circles(planted)[0] == ["klrl.tracking.attempts", "klrl.tracking.runs", "klrl.tracking.attempts"]
-    assert _layer("klrl.training.command") == _layer("klrl.cli")  # a subpackage's verb is at the top
+    assert _circles(planted)[0] == ["klrl.tracking.attempt_runs", "klrl.tracking.runs", "klrl.tracking.attempt_runs"]
+    assert _layer("klrl.verbs.train") == _layer("klrl.cli")  # a subpackage's verb is at the top

@@ -5,8 +5,8 @@ settings estimate the gradients the registry names, and the README's block is a 
 import pytest
 import torch
 
-from klrl.audit.command import markdown, readme_block
-from klrl.audit.exact import AuditSetting, audit_rows, expected_gradient
+from klrl.verbs.audit import markdown, readme_block
+from klrl.audit.gradients import AuditSetting, audit_rows, expected_gradient
 from klrl.objective.kl_config import KLConfig
 from klrl.objective.loss import batch_loss
 from klrl.toy import exact

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from klrl.cli import main as klrl
-from klrl.tracking.grid import track_grid
+from klrl.tracking.experiment import track_grid
 from klrl.ui_screenshots import CHROMIUM
 from klrl.tracking.mlflow_process import free_port
 

@@ -26,17 +26,17 @@ VERBS = {
     "describe": Verb("klrl.describe", "print what each KL configuration's expected gradient is"),
     "toy-bias": Verb("klrl.toy.bias", "exact gradient bias and Monte Carlo variance on a tabular policy"),
     "audit": Verb(
-        "klrl.audit.command", "another RL library's own KL code on the tabular policy: its exact gradient bias"
+        "klrl.verbs.audit", "another RL library's own KL code on the tabular policy: its exact gradient bias"
     ),
     "prepare-data": Verb("klrl.tasks.data", "write a task's JSONL splits and manifest"),
     "pretrain-base": Verb(
         "klrl.models.build", "pretrain the tiny base model from scratch", "add_pretrain_arguments", "run_pretrain"
     ),
-    "train": Verb("klrl.training.command", "RL-train one cell (on- or off-policy, any KL configuration)"),
-    "evaluate": Verb("klrl.evaluation.command", "evaluate a model on tasks through lm-evaluation-harness (pass@1)"),
-    "track-grid": Verb("klrl.tracking.grid", "create a grid's MLflow experiment and runs, once, before its jobs"),
+    "train": Verb("klrl.verbs.train", "RL-train one cell (on- or off-policy, any KL configuration)"),
+    "evaluate": Verb("klrl.verbs.evaluate", "evaluate a model on tasks through lm-evaluation-harness (pass@1)"),
+    "track-grid": Verb("klrl.tracking.experiment", "create a grid's MLflow experiment and runs, once, before its jobs"),
     "track-reconcile": Verb("klrl.tracking.reconcile", "end the MLflow runs left RUNNING by jobs that ended (killed)"),
-    "track-files": Verb("klrl.tracking.files", "attach files (the figures) to a grid's MLflow run"),
+    "track-files": Verb("klrl.tracking.figures", "attach files (the figures) to a grid's MLflow run"),
     "plan": Verb("klrl.plan", "write a config's analysis plan and its hash (before the first cell trains)"),
     "tracking-server": Verb(
         "klrl.tracking.server", "an MLflow tracking server on PostgreSQL, for many concurrent jobs"

@@ -31,7 +31,7 @@ METRICS = "metrics.jsonl"  # one record per step
 STATUS = "status.json"  # completed or diverged, written last
 FINAL = "final"  # the trained model
 TRAIN_LOCK = "train.lock"  # held by the training process (klrl.folder_lock)
-RUN_RECORD = "mlflow_run.json"  # the MLflow run of the attempt (klrl.tracking.attempts)
+RUN_RECORD = "mlflow_run.json"  # the MLflow run of the attempt (klrl.tracking.attempt_runs)
 # An evaluation folder
 EVAL_RESULTS = "results.json"
 SAMPLES = "samples"

@@ -19,7 +19,7 @@ def runs_table(address: str, store_uri: str, experiment: str) -> str:
     """The UI address of the runs table of a config's `experiment` (klrl-<experiment>) in the store."""
     from mlflow.tracking import MlflowClient
 
-    from klrl.tracking.grid import mlflow_experiment_name
+    from klrl.tracking.experiment import mlflow_experiment_name
 
     name = mlflow_experiment_name(experiment)
     found = MlflowClient(store_uri).get_experiment_by_name(name)

@@ -3,7 +3,7 @@ on a CPU, and for each other the reason in one line."""
 
 from __future__ import annotations
 
-from klrl.audit.exact import AuditSetting
+from klrl.audit.gradients import AuditSetting
 
 # Why each library has no adapter: checked against PyPI (versions as of the check) and the
 # project's pins (requirements/constraints.txt).

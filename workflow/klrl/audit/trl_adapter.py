@@ -25,7 +25,7 @@ from types import SimpleNamespace
 
 import torch
 
-from klrl.audit.exact import GROUP, AuditSetting, GroupBatch
+from klrl.audit.gradients import GROUP, AuditSetting, GroupBatch
 
 
 def _accelerator() -> SimpleNamespace:

@@ -4,7 +4,7 @@ A job killed (kill -9, out of memory, a lost node) cannot end its run, so the wo
 this verb when it starts and when it ends (the Snakefile's onstart, onsuccess and onerror
 handlers: no job of the workflow runs then). Every RUNNING run of the grid's experiment is
 ended by what its files say:
-- a cell's current attempt (the run recorded in its train folder, klrl.tracking.attempts):
+- a cell's current attempt (the run recorded in its train folder, klrl.tracking.attempt_runs):
   FINISHED when status.json says completed, FINISHED tagged `klrl.status=diverged` and
   `klrl.diverged_reason` when diverged, KILLED (`klrl.status=killed`) when there is no status,
   SCHEDULED when its job never started (no config.yaml; runs of a store made before
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from klrl.folder_lock import lock_is_held
 from klrl.paths import CONFIG, TRAIN_LOCK, Layout
-from klrl.tracking.attempts import recorded_run
+from klrl.tracking.attempt_runs import recorded_run
 from klrl.tracking.runs import KEY_TAG, finish_run, read_runs_file
 from klrl.training.record import read_status
 

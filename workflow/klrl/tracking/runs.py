@@ -2,7 +2,7 @@
 
 `Tracker` is MLflow when a run id is given and a no-op otherwise; a job finds its run in the
 grid's runs file (`klrl track-grid` writes it: `read_runs_file`), and a cell's jobs log into the
-run of the cell's current attempt (klrl.tracking.attempts), recorded in its train folder.
+run of the cell's current attempt (klrl.tracking.attempt_runs), recorded in its train folder.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A cell's attempts: one per resolved configuration, each with its own files (and MLflow run:
-klrl.tracking.attempts).
+klrl.tracking.attempt_runs).
 
 An attempt is identified by `attempt_id`: a hash of the cell's resolved TrainConfig without
 the fields that change how it is computed but not what (`HOW_FIELDS`: threads, device,

@@ -41,7 +41,7 @@ from klrl.folder_lock import hold_lock
 from klrl.paths import SAMPLES, samples_file
 from klrl.tasks import TASKS
 from klrl.tasks.data import MAX_ANSWER_CHARS, MAX_PROMPT_TOKENS, RowLimits, read_manifest, read_split
-from klrl.tracking.attempts import add_tracking_arguments, tracker_from_args
+from klrl.tracking.attempt_runs import add_tracking_arguments, tracker_from_args
 from klrl.verify_worker import grading_counts
 
 FILTER = "all-samples"  # the filter_list name in lm_eval_tasks/_template_yaml

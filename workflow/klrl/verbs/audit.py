@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from klrl.audit.exact import COLUMNS, audit_rows
+from klrl.audit.gradients import COLUMNS, audit_rows
 from klrl.audit.libraries import NOT_AUDITED, installed_settings
 from klrl.readme_results import rewrite
 from klrl.toy.bias import write_csv

@@ -20,12 +20,12 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from klrl.cli import main as klrl
-from klrl.tracking.grid import track_grid
+from klrl.tracking.experiment import track_grid
 from klrl.tracking.reconcile import reconcile
 from klrl.training.attempt import begin_attempt
 from klrl.training.checkpoint import checkpoint_folders
 from klrl.training.config import TrainConfig
-from klrl.tracking.attempts import tracker_from_args
+from klrl.tracking.attempt_runs import tracker_from_args
 from klrl.tracking.runs import Tracker
 from klrl.training.record import write_status
 from klrl.typed import from_mapping

@@ -5,7 +5,7 @@ import time
 
 from mlflow.tracking import MlflowClient
 
-from klrl.tracking.grid import track_grid
+from klrl.tracking.experiment import track_grid
 from klrl.tracking.runs import Tracker
 
 CELL = "tiny__k1-reward__b0.1__on__s0"

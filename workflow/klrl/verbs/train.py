@@ -5,7 +5,7 @@ W data-parallel processes (klrl.training.distributed). One process at a time may
 the main process holds `<out>/train.lock` (klrl.folder_lock) from start to end, so a second
 command on the same folder is refused with the holder's pid and host. A cell whose status.json
 is valid (klrl.training.record.read_status) is finished and is not trained again, unless its
-configuration changed: then a new attempt starts, with its own MLflow run (klrl.training.attempt, klrl.tracking.attempts)."""
+configuration changed: then a new attempt starts, with its own MLflow run (klrl.training.attempt, klrl.tracking.attempt_runs)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from klrl.folder_lock import hold_lock
 from klrl.paths import TRAIN_LOCK
-from klrl.tracking.attempts import add_tracking_arguments, attempt_tracker, tracker_from_args
+from klrl.tracking.attempt_runs import add_tracking_arguments, attempt_tracker, tracker_from_args
 from klrl.training.attempt import begin_attempt
 from klrl.training.checkpoint import remove_checkpoints
 from klrl.training.config import config_keys_help, load_config

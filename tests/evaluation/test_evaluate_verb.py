@@ -1,4 +1,4 @@
-"""klrl.evaluation.command (`klrl evaluate`): results.json and the samples, MLflow, a row named before any model loads, a diverged cell recorded."""
+"""klrl.verbs.evaluate (`klrl evaluate`): results.json and the samples, MLflow, a row named before any model loads, a diverged cell recorded."""
 
 import json
 import math
@@ -78,7 +78,7 @@ def test_a_malformed_dataset_row_is_named_before_any_model_loads(tiny_base, eval
 def test_scores_and_files_reach_the_cells_mlflow_run(tiny_base, eval_data, tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
 
-    from klrl.evaluation.command import add_arguments, run
+    from klrl.verbs.evaluate import add_arguments, run
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     client = MlflowClient()
@@ -100,7 +100,7 @@ def test_scores_and_files_reach_the_cells_mlflow_run(tiny_base, eval_data, tmp_p
 
 
 def test_a_cell_that_diverged_to_nan_weights_is_recorded_not_evaluated(tiny_base, eval_data, tmp_path):
-    from klrl.evaluation.command import run
+    from klrl.verbs.evaluate import run
 
     model = AutoModelForCausalLM.from_pretrained(tiny_base)
     model.lm_head.weight.data[0, 0] = float("nan")

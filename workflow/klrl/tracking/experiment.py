@@ -5,13 +5,13 @@ built-in `Default`) and tagged `mlflow.experimentKind: custom_model_development`
 UI (3.x) opens it on its runs table rather than on the GenAI traces overview. In it a parent run
 `grid` and, as its children
 (`mlflow.parentRunId`), one run per cell and one per base model (`base/<model>`), SCHEDULED
-until its job starts (a cell's: klrl.tracking.attempts), tagged with
+until its job starts (a cell's: klrl.tracking.attempt_runs), tagged with
 model, KL configuration, β, policy mode and seed, and the git commit of the code
 (`mlflow.source.git.commit`). Jobs then only log into their run, found in
 the runs file this writes (`klrl.tracking.runs.Tracker.from_runs_file`). Creating the store, the experiment and
 the runs here, in one process, avoids SQLite's failure on concurrent first use and the race of
 parallel experiment creation. Runs that exist (matched by their `klrl.key` tag, superseded
-attempts' runs left out: klrl.tracking.attempts) are kept, so re-running after the grid grows
+attempts' runs left out: klrl.tracking.attempt_runs) are kept, so re-running after the grid grows
 adds only the new cells' runs.
 
 The store is MLFLOW_TRACKING_URI when set, else the config's `tracking.uri`; artifacts of a
