@@ -42,19 +42,9 @@ from pathlib import Path
 import yaml
 
 from common import export_revision, machine, markdown_table, verdict
-from klrl.paths import BASES, Layout
+from klrl.paths import BASES, WORKFLOW_FILES, Layout
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKFLOW_FILES = (
-    "Snakefile",
-    "workflow/rules",
-    "workflow/schemas",
-    "workflow/report",
-    "config",
-    "envs",
-    "profiles",
-    "paper_figures",
-)
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 NODE = re.compile(r'^\s*(\d+)\[label = "([^"]*)"')
 EDGE = re.compile(r"^\s*(\d+) -> (\d+)")

@@ -20,7 +20,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from klrl.grid import eval_job_resources, expand_grid, job_resources
-from klrl.paths import RUN_RECORD
+from klrl.paths import RUN_RECORD, WORKFLOW_FILES
 from klrl.tracking.runs import KEY_TAG
 from klrl.tracking.server import postgres_bin, tracking_server
 from klrl.training.checkpoint import checkpoint_folders
@@ -29,16 +29,6 @@ pytestmark = pytest.mark.slurm
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
-WORKFLOW_FILES = (
-    "Snakefile",
-    "workflow/rules",
-    "workflow/schemas",
-    "workflow/report",
-    "config",
-    "envs",
-    "profiles",
-    "paper_figures",
-)
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 PARTITIONS = {"KLRL_SLURM_ACCOUNT": "klrl", "KLRL_SLURM_PARTITION": "cpu", "KLRL_SLURM_GPU_PARTITION": "gpu"}
 FAST = ("--slurm-init-seconds-before-status-checks", "2")  # the plugin's default waits 40 s before the first check

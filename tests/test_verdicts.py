@@ -231,31 +231,13 @@ def test_the_variance_table_holds_the_pooled_seed_and_residual_sds(planted_grid)
 
 
 def test_readme_results_rewrites_only_the_claims_block_from_the_table(planted_grid, tmp_path):
-    from klrl.cli import main
-
     root, _ = planted_grid
     readme = tmp_path / "README.md"
     readme.write_text(
         "# title\nbefore\n<!-- claims:study:begin -->\nhand-written: reproduced!\n<!-- claims:study:end -->\nafter\n"
         "<!-- table:study:main:begin -->\n| typed | 0.5 |\n<!-- table:study:main:end -->\nend\n"
     )
-    main(
-        [
-            "readme-results",
-            "--tables",
-            str(root / "tables"),
-            "--experiment",
-            "study",
-            "--readme",
-            str(readme),
-            "--config",
-            "config/study.yaml",
-            "--run-time",
-            "2 h 40 min",
-            "--commit",
-            "abc1234",
-        ]
-    )
+    _readme_results(root, readme, "config/study.yaml", "2 h 40 min", "--commit", "abc1234")
     text = readme.read_text()
     assert text.startswith("# title\nbefore\n<!-- claims:study:begin -->\n") and text.endswith(
         "<!-- table:study:main:end -->\nend\n"
@@ -291,38 +273,10 @@ def test_readme_results_rewrites_only_the_claims_block_from_the_table(planted_gr
         "<!-- claims:study:begin -->\n<!-- claims:study:end -->\n<!-- table:study:nonesuch:begin -->\n<!-- table:study:nonesuch:end -->\n"
     )
     with pytest.raises(SystemExit, match="table:study:nonesuch block but the run has no such table"):
-        main(
-            [
-                "readme-results",
-                "--tables",
-                str(root / "tables"),
-                "--experiment",
-                "study",
-                "--readme",
-                str(readme),
-                "--config",
-                "c",
-                "--run-time",
-                "1 s",
-            ]
-        )
+        _readme_results(root, readme, "c", "1 s")
     readme.write_text("no markers\n")
     with pytest.raises(SystemExit, match="no <!-- claims:study:begin -->"):
-        main(
-            [
-                "readme-results",
-                "--tables",
-                str(root / "tables"),
-                "--experiment",
-                "study",
-                "--readme",
-                str(readme),
-                "--config",
-                "c",
-                "--run-time",
-                "1 s",
-            ]
-        )
+        _readme_results(root, readme, "c", "1 s")
     assert readme.read_text() == "no markers\n"
 
 
@@ -337,3 +291,11 @@ def test_power_and_seeds_needed_follow_the_effect_and_the_seed_spread(capsys):
     assert seeds_needed(Scenario(seed_sd=0.15), effect=0.05, grids=50, max_seeds=4) is None
     main(["power", "seeds", "--seed-sd", "0.01", "--problems", "150", "--effect", "0.2", "--grids", "50"])
     assert capsys.readouterr().out.splitlines()[-1] == "| 0.01 | 150 | 4 | 2 |"
+
+
+def _readme_results(root, readme, config, run_time, *extra):
+    """`klrl readme-results` on the study tables under `root`, into `readme`."""
+    from klrl.cli import main
+
+    tables = ["--tables", str(root / "tables"), "--experiment", "study", "--readme", str(readme)]
+    main(["readme-results", *tables, "--config", config, "--run-time", run_time, *extra])

@@ -9,17 +9,9 @@ from pathlib import Path
 
 import yaml
 
+from klrl.paths import WORKFLOW_FILES
+
 ROOT = Path(__file__).resolve().parents[1]
-WORKFLOW_FILES = (
-    "Snakefile",
-    "workflow/rules",
-    "workflow/schemas",
-    "workflow/report",
-    "config",
-    "envs",
-    "profiles",
-    "paper_figures",
-)
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 FIGURES = sorted(
     path.stem for path in (ROOT / "paper_figures").glob("*.py")

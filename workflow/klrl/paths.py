@@ -21,6 +21,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+# The workflow's files apart from the installed package: what a copy of the workflow elsewhere
+# (the tests' grids, the benchmarks' revisions) needs.
+WORKFLOW_FILES = (
+    "Snakefile",
+    "workflow/rules",
+    "workflow/schemas",
+    "workflow/report",
+    "config",
+    "envs",
+    "profiles",
+    "paper_figures",
+)
 RESULTS = Path("results")
 BASES = RESULTS / "bases"  # built base models, one folder per recipe, shared by every config (klrl.models.recipe)
 
