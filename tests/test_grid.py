@@ -120,20 +120,6 @@ def test_the_train_verb_names_a_bad_setting_in_one_line(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_the_schema_train_section_is_the_train_config():
-    """Every TrainConfig field a config file may set is in the schema, with the field's help text."""
-    import dataclasses
-
-    from klrl.grid import GRID_KEYS
-
-    schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
-    properties = schema["$defs"]["train"]["properties"]
-    fields = {f.name: f for f in dataclasses.fields(TrainConfig) if f.name not in GRID_KEYS}
-    assert set(properties) == set(fields)
-    for name, spec in properties.items():
-        assert spec.get("description") == fields[name].metadata["help"], name
-
-
 @pytest.mark.slow
 def test_the_settings_files_written_by_snakemake_load_identically(tmp_path):
     """The cell_settings rule, run for real over the paper grid, writes files that load back

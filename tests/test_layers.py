@@ -11,14 +11,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "workflow" / "klrl"
 
 # Bottom to top: a module is in the layer of its longest listed prefix.
 LAYERS = {
-    "base": ("klrl", "klrl.typed", "klrl.files", "klrl.paths", "klrl.folder_lock", "klrl.provenance", "klrl.answers",
+    "base": ("klrl", "klrl.typed", "klrl.allowed", "klrl.files", "klrl.paths", "klrl.folder_lock", "klrl.provenance", "klrl.answers",
              "klrl.verify_worker", "klrl.rewards", "klrl.schedule"),
     "objective": ("klrl.objective",),
     "toy": ("klrl.toy",),
     "tasks": ("klrl.tasks",),
     "training": ("klrl.training",),
     "models and evaluation": ("klrl.models", "klrl.evaluation"),
-    "grid": ("klrl.config_check", "klrl.grid", "klrl.grid_claims"),
+    "grid": ("klrl.config_check", "klrl.config_schema", "klrl.grid", "klrl.grid_claims"),
     "tracking": ("klrl.tracking",),
     "analysis": ("klrl.claims", "klrl.contrasts", "klrl.outcomes", "klrl.verdicts", "klrl.family", "klrl.simulation",
                  "klrl.family_simulation", "klrl.bootstrap", "klrl.plan", "klrl.power", "klrl.aggregate",

@@ -5,9 +5,10 @@ relevant violation as `<config file>: <where>: <what>` (a missing key, a wrong t
 key with the allowed ones, a value with the allowed ones), never the schema or the config
 itself; then the checks across sections that a schema cannot express: every task a group trains
 or evaluates on can be prepared from `data:` (a generated task needs its split sizes there), a
-built model's recipe can be built, and the tracking URI is one MLflow can open. Before any of it, the schema's lists of KL configurations and tasks must be the code's
-registries (`klrl.objective.estimators.STANDARD_CONFIGS`, `klrl.tasks.TASKS`): a name added to one and not
-the other stops the workflow, naming it. `read_config` reads a config file and checks it, for
+built model's recipe can be built, and the tracking URI is one MLflow can open. Before any of it,
+the schema's generated part must be what the code generates (klrl.config_schema: the KL
+configurations and tasks of the registries, TrainConfig's fields): a name or field added to the
+code and not to the schema stops the workflow, naming it. `read_config` reads a config file and checks it, for
 every entry point that reads one (`klrl cells`, and through it `make run` and `make cells`); the
 Snakefile checks the config Snakemake has read, before anything else.
 """
@@ -20,8 +21,9 @@ from urllib.parse import urlparse
 
 import yaml
 
-from klrl.objective.estimators import STANDARD_CONFIGS
+from klrl.config_schema import train_schema
 from klrl.files import read_yaml
+from klrl.objective.estimators import STANDARD_CONFIGS
 from klrl.tasks import TASKS, get_task
 
 SCHEMA = Path("workflow/schemas/config.schema.yaml")  # from the checkout's root, as every path of a verb
@@ -113,7 +115,10 @@ def tracking_uri_problem(uri: str) -> str:
 
 
 def registry_problem(schema: dict, schema_path: Path) -> str:
-    """Where the schema's enums of KL configurations and tasks differ from the registries ('' when equal)."""
+    """Where the schema's generated $defs (klrl.config_schema) differ from the code: the enums of
+    KL configurations and tasks from the registries, the train section from TrainConfig ('' when
+    equal)."""
+    regenerate = "run `python -m klrl.config_docs`"
     for key, registry, home in (
         ("kl", STANDARD_CONFIGS, "klrl.objective.estimators.STANDARD_CONFIGS"),
         ("task", TASKS, "klrl.tasks.TASKS"),
@@ -129,7 +134,18 @@ def registry_problem(schema: dict, schema_path: Path) -> str:
                 if extra
                 else f"lists {home} in another order"
             )
-            return f"{schema_path}: $defs.{key}.enum {what}; it must be [{', '.join(registry)}]"
+            return f"{schema_path}: $defs.{key}.enum {what}: {regenerate}"
+    written, code = schema["$defs"]["train"]["properties"], train_schema()["properties"]
+    for name in [*code, *(name for name in written if name not in code)]:
+        if written.get(name) != code.get(name):
+            what = (
+                f"lacks {name!r}, a field of TrainConfig"
+                if name not in written
+                else f"has {name!r}, which TrainConfig has not"
+                if name not in code
+                else f"differs from TrainConfig's field {name!r}"
+            )
+            return f"{schema_path}: $defs.train {what}: {regenerate}"
     return ""
 
 

@@ -1,26 +1,30 @@
-"""config/README.md: every key of a workflow config, generated from the schema's descriptions.
+"""The schema's generated part, then config/README.md: every key of a workflow config, from the schema.
 
-    python -m klrl.config_docs            # rewrites config/README.md
-    python -m klrl.config_docs --check    # exit 1 if config/README.md is not the generated text
+    python -m klrl.config_docs            # rewrites both
+    python -m klrl.config_docs --check    # exit 1 if either is not the generated text
 
-Descriptions come from workflow/schemas/config.schema.yaml; the keys of a `train` section, which
-the schema only bounds, take theirs from TrainConfig's field help (klrl.training.config), and the
-`evaluation` keys their defaults from `klrl evaluate`'s (klrl.evaluation.harness.CONFIG_DEFAULTS),
-so each is written once. A key with no description anywhere is an error naming it.
+First the $defs below the schema's marker line are written from the code (klrl.config_schema:
+the registries' KL configurations and tasks, TrainConfig's fields), then config/README.md from
+the whole schema's descriptions. The keys of a `train` section take their defaults from
+TrainConfig and the `evaluation` keys theirs from `klrl evaluate`'s
+(klrl.evaluation.harness.CONFIG_DEFAULTS), so each is written once. A key with no description
+is an error naming it.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
 import yaml
 
+from klrl import config_schema
 from klrl.config_check import SCHEMA
-from klrl.objective.kl_config import KLConfig
 from klrl.evaluation.harness import CONFIG_DEFAULTS
+from klrl.objective.kl_config import KLConfig
 from klrl.training.config import TrainConfig
 
 README = Path("config/README.md")  # from the checkout's root, as every verb's paths
@@ -40,13 +44,14 @@ item of a list. Unknown keys are rejected everywhere.
 """
 
 
-def _train_help() -> dict[str, tuple[str, str]]:
-    """Per TrainConfig key: its help, and its default as the table shows it."""
+def _train_defaults() -> dict[str, str]:
+    """Per TrainConfig key: its default as the table shows it."""
     out = {}
     for f in dataclasses.fields(TrainConfig):
         value = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
         value = value.settings() if isinstance(value, KLConfig) else value
-        out[f.name] = (f.metadata["help"], "" if value is dataclasses.MISSING else f"`{value}`")
+        shown = json.dumps(value) if isinstance(value, (dict, tuple, type(None))) else value
+        out[f.name] = "" if value is dataclasses.MISSING else f"`{shown}`"
     return out
 
 
@@ -72,15 +77,15 @@ def _allowed(node: dict) -> str:
     return " ".join([kind, ", ".join(b for b in bounds if b)]).strip()
 
 
-def rows(node: dict, schema: dict, path: str, train_help: dict, required=()) -> list[tuple[str, str, str, str]]:
+def rows(node: dict, schema: dict, path: str, train_defaults: dict, required=()) -> list[tuple[str, str, str, str]]:
     """(key, allowed values, default, description) of `node` and everything under it."""
     node = _resolve(node, schema)
     out = []
     if path:
         name = path.rsplit(".", 1)[-1]
         description, default = node.get("description"), "" if "default" not in node else f"`{node['default']}`"
-        if path.startswith("train.") and not description:
-            description, default = train_help[name]
+        if path.startswith("train.") and path.count(".") == 1:
+            default = train_defaults[name]
         if path.startswith("evaluation.") and name in CONFIG_DEFAULTS:
             default = f"`{CONFIG_DEFAULTS[name]}`"
         if not description:
@@ -94,10 +99,10 @@ def rows(node: dict, schema: dict, path: str, train_help: dict, required=()) -> 
             return out  # the keys of `train`, described once above
     children = node.get("properties", {})
     for name, child in children.items():
-        out += rows(child, schema, f"{path}.{name}" if path else name, train_help, node.get("required", ()))
+        out += rows(child, schema, f"{path}.{name}" if path else name, train_defaults, node.get("required", ()))
     if isinstance(node.get("additionalProperties"), dict):
         placeholder = {"data": "<task>", "models": "<model>"}.get(path, "<name>")
-        out += rows(node["additionalProperties"], schema, f"{path}.{placeholder}", train_help)
+        out += rows(node["additionalProperties"], schema, f"{path}.{placeholder}", train_defaults)
     if (
         node.get("type") == "array"
         and isinstance(node.get("items"), dict)
@@ -105,13 +110,13 @@ def rows(node: dict, schema: dict, path: str, train_help: dict, required=()) -> 
     ):
         item = _resolve(node["items"], schema)
         for name, child in item["properties"].items():
-            out += rows(child, schema, f"{path}[].{name}", train_help, item.get("required", ()))
+            out += rows(child, schema, f"{path}[].{name}", train_defaults, item.get("required", ()))
     return out
 
 
 def render(schema: dict) -> str:
     lines = [HEADER, schema["description"].strip(), "", "| key | allowed | default | meaning |", "|---|---|---|---|"]
-    for key, allowed, default, description in rows(schema, schema, "", _train_help()):
+    for key, allowed, default, description in rows(schema, schema, "", _train_defaults()):
         meaning = " ".join(description.split()).replace("|", "\\|")
         lines.append(f"| `{key}` | {allowed} | {default} | {meaning} |")
     return "\n".join(lines) + "\n"
@@ -123,14 +128,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--check", action="store_true", help="compare instead of writing")
     args = parser.parse_args(argv)
-    text = render(yaml.safe_load(SCHEMA.read_text()))
+    schema = config_schema.render(SCHEMA.read_text(), str(SCHEMA))
+    readme = render(yaml.safe_load(schema))
+    stale = [path for path, text in ((SCHEMA, schema), (README, readme)) if path.read_text() != text]
     if args.check:
-        if README.read_text() != text:
-            print(f"{README} is out of date: run `python -m klrl.config_docs`", file=sys.stderr)
-            return 1
-        return 0
-    README.write_text(text)
-    print(f"wrote {README}")
+        for path in stale:
+            print(f"{path} is out of date: run `python -m klrl.config_docs`", file=sys.stderr)
+        return 1 if stale else 0
+    for path, text in ((SCHEMA, schema), (README, readme)):
+        path.write_text(text)
+        print(f"wrote {path}")
     return 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from klrl.allowed import Allowed, first_refused, setting
 from klrl.objective import estimators
 from klrl.typed import check_fields
 
@@ -25,16 +26,18 @@ class KLConfig:
 
     estimator: str = field(default="k1", metadata={"help": f"one of {tuple(estimators.ESTIMATORS)}"})
     placement: str = field(default="none", metadata={"help": f"one of {estimators.PLACEMENTS}"})
-    beta: float = field(default=0.0, metadata={"help": "penalty coefficient β ≥ 0"})
-    log_ratio_clamp: float | None = field(default=None, metadata={"help": "clamp δ_t to [−c, c] before the estimator"})
-    value_clamp: float | None = field(
-        default=None, metadata={"help": "clamp each K̂_t to [−c, c] (the paper's async runs: 10)"}
+    beta: float = setting("penalty coefficient β ≥ 0", 0.0, allowed=Allowed(minimum=0))
+    log_ratio_clamp: float | None = setting(
+        "clamp δ_t to [−c, c] before the estimator", None, allowed=Allowed(exclusive_minimum=0)
+    )
+    value_clamp: float | None = setting(
+        "clamp each K̂_t to [−c, c] (the paper's async runs: 10)", None, allowed=Allowed(exclusive_minimum=0)
     )
     correction: str = field(
         default="none", metadata={"help": f"off-policy correction, one of {('none', *estimators.CORRECTIONS)}"}
     )
-    is_truncation: float | None = field(
-        default=None, metadata={"help": "cap the correction's importance weight at c (biased when it acts)"}
+    is_truncation: float | None = setting(
+        "cap the correction's importance weight at c (biased when it acts)", None, allowed=Allowed(exclusive_minimum=0)
     )
 
     def __post_init__(self) -> None:
@@ -42,18 +45,16 @@ class KLConfig:
         check_choice("KLConfig", "estimator", self.estimator, tuple(estimators.ESTIMATORS))
         check_choice("KLConfig", "placement", self.placement, estimators.PLACEMENTS)
         check_choice("KLConfig", "correction", self.correction, ("none", *estimators.CORRECTIONS))
-        if self.beta < 0:
-            raise ValueError(f"KLConfig.beta: {self.beta!r} must be ≥ 0")
+        if bad := first_refused(self):
+            allowed = self.__dataclass_fields__[bad].metadata["allowed"]
+            optional = " or None" if bad in KL_OPTIONS else ""
+            raise ValueError(f"KLConfig.{bad}: {getattr(self, bad)!r} must be {allowed.describe()}{optional}")
         if self.placement == "none" and self.beta != 0:
             raise ValueError(
                 f"KLConfig.beta: {self.beta} with no KL penalty (kl 'none') would be ignored; set beta to 0"
             )
         if self.placement != "none" and self.beta == 0:
             raise ValueError(f"KLConfig.beta: 0 with placement {self.placement!r} adds nothing; use placement 'none'")
-        for name in ("log_ratio_clamp", "value_clamp", "is_truncation"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ValueError(f"KLConfig.{name}: {value!r} must be > 0 or None")
         if self.correction == "token-is" and (
             self.placement != "loss" or not estimators.ESTIMATORS[self.estimator].unbiased_value
         ):

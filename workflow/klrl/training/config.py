@@ -2,7 +2,8 @@
 
 Read from a JSON or YAML file (the workflow writes one per cell with a serializer) with
 optional `key=value` overrides parsed by each field's type; every value is checked against its
-field's annotation and range, and an unknown key, a wrong type or a value that would make
+field's annotation and the values it admits (declared on the field, klrl.allowed: the workflow's
+schema is generated from the same declarations, klrl.config_schema), and an unknown key, a wrong type or a value that would make
 training silently do nothing is an error that names the field.
 """
 
@@ -10,10 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-
+from klrl.allowed import Allowed, first_refused, setting
 from klrl.objective.choices import ADVANTAGES, AGGREGATIONS
 from klrl.objective.engine_correction import ENGINE_CORRECTIONS
 from klrl.objective.kl_config import KL_OPTIONS, KLConfig
@@ -23,147 +24,150 @@ from klrl.typed import check_fields, field_hint, from_mapping, parse_text
 GENERATION_BACKENDS = ("hf", "vllm")
 PRECISIONS = ("none", "bf16")  # bf16: bfloat16 compute over float32 master weights (FSDP)
 VLLM_DTYPES = ("float32", "bfloat16", "float16")
-
-
-def _help(text: str, default=dataclasses.MISSING, factory=dataclasses.MISSING):
-    if factory is not dataclasses.MISSING:
-        return field(default_factory=factory, metadata={"help": text})
-    return field(default=default, metadata={"help": text})
+LR_SCHEDULES = ("constant", "cosine")
+DEVICES = ("cpu", "cuda")
 
 
 @dataclass
 class TrainConfig:
     # what to train on
-    base_model: str = _help("base model: a Hugging Face folder or Hub id")
-    train_data: str = _help("prepared train split (JSONL from `klrl prepare-data`)")
-    eval_data: str = _help("prepared held-out in-domain split for the periodic evaluation")
-    reward: str = _help("reward name in klrl.rewards (the task's)")
-    model: str | None = _help(
+    base_model: str = setting("base model: a Hugging Face folder or Hub id")
+    train_data: str = setting("prepared train split (JSONL from `klrl prepare-data`)")
+    eval_data: str = setting("prepared held-out in-domain split for the periodic evaluation")
+    reward: str = setting("reward name in klrl.rewards (the task's)")
+    model: str | None = setting(
         "the base model's name in the workflow config (informational: the tables and MLflow; None outside a grid)", None
     )
-    task: str | None = _help(
+    task: str | None = setting(
         "the training task's name, its test split the in-domain evaluation (informational: the tables and MLflow; None outside a grid)",
         None,
     )
-    base_revision: str | None = _help(
+    base_revision: str | None = setting(
         "the Hub revision (branch, tag or commit) of base_model (None: the default branch)", None
     )
-    stop_tokens: tuple[str, ...] = _help(
+    stop_tokens: tuple[str, ...] = setting(
         "tokens that end a completion besides the EOS and the chat template's end of turn", factory=tuple
     )
-    max_prompt_tokens: int = _help(
-        "longest prompt accepted from the data, in tokens: a longer row is an error naming file:line", 2048
+    max_prompt_tokens: int = setting(
+        "longest prompt accepted from the data, in tokens: a longer row is an error naming file:line",
+        2048,
+        allowed=Allowed(minimum=1),
     )
-    max_answer_chars: int = _help("longest reference answer accepted from the data, in characters", 1000)
+    max_answer_chars: int = setting(
+        "longest reference answer accepted from the data, in characters", 1000, allowed=Allowed(minimum=1)
+    )
     # the KL penalty
-    kl: KLConfig = _help(
+    kl: KLConfig = setting(
         f"the KL penalty: name (a standard name of klrl.objective.kl, e.g. k1-reward), beta (β) and the options {', '.join(KL_OPTIONS)} (klrl.objective.kl_config.KLConfig)",
         factory=KLConfig,
     )
     # the policy-gradient estimator
-    async_lag: int = _help("k: rollouts for step t come from the weights of step t−k (0: on-policy)", 0)
-    advantage: str = _help(f"advantage estimator, one of {ADVANTAGES}", "rloo")
-    ratio_clamp: float | None = _help("truncate the token importance ratio πθ/μ at c (paper's async: 8)", None)
-    ppo_clip: float | None = _help("PPO ratio clip ε (None: no clipping, the paper's setting)", None)
-    ppo_epochs: int = _help("passes over each batch (1: one gradient step per batch)", 1)
-    minibatches: int = _help("optimizer steps per pass: the batch is split into this many", 1)
-    loss_aggregation: str = _help(f"one of {AGGREGATIONS}: seq-sum is the paper's Σ_t per sequence", "seq-sum")
+    async_lag: int = setting(
+        "k: rollouts for step t come from the weights of step t−k (0: on-policy)", 0, allowed=Allowed(minimum=0)
+    )
+    advantage: str = setting(f"advantage estimator, one of {ADVANTAGES}", "rloo", allowed=Allowed(choices=ADVANTAGES))
+    ratio_clamp: float | None = setting(
+        "truncate the token importance ratio πθ/μ at c (paper's async: 8)", None, allowed=Allowed(exclusive_minimum=0)
+    )
+    ppo_clip: float | None = setting(
+        "PPO ratio clip ε (None: no clipping, the paper's setting)", None, allowed=Allowed(exclusive_minimum=0)
+    )
+    ppo_epochs: int = setting("passes over each batch (1: one gradient step per batch)", 1, allowed=Allowed(minimum=1))
+    minibatches: int = setting(
+        "optimizer steps per pass: the batch is split into this many", 1, allowed=Allowed(minimum=1)
+    )
+    loss_aggregation: str = setting(
+        f"one of {AGGREGATIONS}: seq-sum is the paper's Σ_t per sequence",
+        "seq-sum",
+        allowed=Allowed(choices=AGGREGATIONS),
+    )
     # batch and sampling
-    steps: int = _help("training steps (batches); each makes ppo_epochs × minibatches updates", 100)
-    prompts_per_step: int = _help("prompts per batch", 16)
-    group_size: int = _help("G: samples per prompt", 8)
-    max_new_tokens: int = _help("completion length limit", 8)
-    micro_batch_size: int | None = _help(
+    steps: int = setting(
+        "training steps (batches); each makes ppo_epochs × minibatches updates", 100, allowed=Allowed(minimum=1)
+    )
+    prompts_per_step: int = setting("prompts per batch", 16, allowed=Allowed(minimum=1))
+    group_size: int = setting("G: samples per prompt", 8, allowed=Allowed(minimum=2))
+    max_new_tokens: int = setting("completion length limit", 8, allowed=Allowed(minimum=1))
+    micro_batch_size: int | None = setting(
         "rows per forward/backward pass, the gradient accumulated over them (None: all at once); any ppo_epochs and minibatches",
         None,
+        allowed=Allowed(minimum=1),
     )
-    temperature: float = _help("sampling temperature", 1.0)
-    top_p: float = _help("nucleus sampling mass", 1.0)
-    generation_backend: str = _help(
+    temperature: float = setting("sampling temperature", 1.0, allowed=Allowed(exclusive_minimum=0))
+    top_p: float = setting("nucleus sampling mass", 1.0, allowed=Allowed(exclusive_minimum=0, maximum=1))
+    generation_backend: str = setting(
         f"rollout generator, one of {GENERATION_BACKENDS}: hf samples with the learner's model, vllm with a colocated vLLM engine",
         "hf",
+        allowed=Allowed(choices=GENERATION_BACKENDS),
     )
-    vllm_dtype: str = _help(f"dtype of the vLLM engine's weights, one of {VLLM_DTYPES}", "float32")
-    vllm_memory_fraction: float = _help("share of the GPU's memory the colocated vLLM engine may take", 0.3)
-    vllm_max_model_len: int | None = _help("vLLM's longest sequence, prompt + completion (None: the model's own)", None)
-    engine_correction: str | None = _help(
+    vllm_dtype: str = setting(
+        f"dtype of the vLLM engine's weights, one of {VLLM_DTYPES}", "float32", allowed=Allowed(choices=VLLM_DTYPES)
+    )
+    vllm_memory_fraction: float = setting(
+        "share of the GPU's memory the colocated vLLM engine may take",
+        0.3,
+        allowed=Allowed(exclusive_minimum=0, maximum=1),
+    )
+    vllm_max_model_len: int | None = setting(
+        "vLLM's longest sequence, prompt + completion (None: the model's own)", None, allowed=Allowed(minimum=1)
+    )
+    engine_correction: str | None = setting(
         f"weight each vllm rollout by the trainer's μ over the engine's log-probs on the policy and KL terms, one of {ENGINE_CORRECTIONS} "
         "(<level>-<mode>, klrl.objective.engine_correction; needs temperature 1 and top_p 1: the engine reports raw log-probs); None: no weights, "
         "the mismatch metrics recorded all the same",
         None,
+        allowed=Allowed(choices=ENGINE_CORRECTIONS),
     )
-    engine_cap: float = _help(
-        "the engine correction's cap on μ/e: truncated above it, or masked outside [1/cap, cap]", 2.0
+    engine_cap: float = setting(
+        "the engine correction's cap on μ/e: truncated above it, or masked outside [1/cap, cap]",
+        2.0,
+        allowed=Allowed(exclusive_minimum=1),
     )
     # optimizer
-    lr: float = _help("AdamW learning rate", 1e-4)
-    weight_decay: float = _help("AdamW weight decay", 0.01)
-    adam_betas: tuple[float, float] = _help("AdamW betas", factory=lambda: (0.9, 0.99))
-    grad_clip: float = _help("gradient-norm clip", 1.0)
-    lr_schedule: str = _help("constant or cosine (to 10% of lr)", "constant")
-    warmup_steps: int = _help("linear learning-rate warm-up steps", 0)
+    lr: float = setting("AdamW learning rate", 1e-4, allowed=Allowed(exclusive_minimum=0))
+    weight_decay: float = setting("AdamW weight decay", 0.01, allowed=Allowed(minimum=0))
+    adam_betas: tuple[float, float] = setting(
+        "AdamW betas", factory=lambda: (0.9, 0.99), allowed=Allowed(minimum=0, exclusive_maximum=1)
+    )
+    grad_clip: float = setting("gradient-norm clip", 1.0, allowed=Allowed(exclusive_minimum=0))
+    lr_schedule: str = setting("constant or cosine (to 10% of lr)", "constant", allowed=Allowed(choices=LR_SCHEDULES))
+    warmup_steps: int = setting("linear learning-rate warm-up steps", 0, allowed=Allowed(minimum=0))
     # bookkeeping
-    seed: int = _help("seed of data order, sampling and evaluation", 0)
-    checkpoint_every: int = _help("steps between checkpoints (0: only at the end)", 25)
-    eval_every: int = _help("steps between periodic evaluations (0: only before and after)", 25)
-    eval_size: int = _help("held-out problems in the periodic evaluation", 64)
-    eval_samples: int = _help("samples per problem for the periodic pass@1 (temperature 1.0)", 4)
-    collapse_window: int = _help("steps averaged by the collapse detector (0: off)", 20)
-    collapse_ratio: float = _help("collapse: windowed accuracy below this fraction of the first window's", 0.2)
-    threads: int | None = _help("torch CPU threads (None: torch's default)", None)
-    device: str = _help("cpu or cuda (under torchrun, process r uses cuda:LOCAL_RANK)", "cpu")
+    seed: int = setting("seed of data order, sampling and evaluation", 0)
+    checkpoint_every: int = setting("steps between checkpoints (0: only at the end)", 25, allowed=Allowed(minimum=0))
+    eval_every: int = setting(
+        "steps between periodic evaluations (0: only before and after)", 25, allowed=Allowed(minimum=0)
+    )
+    eval_size: int = setting("held-out problems in the periodic evaluation", 64, allowed=Allowed(minimum=1))
+    eval_samples: int = setting(
+        "samples per problem for the periodic pass@1 (temperature 1.0)", 4, allowed=Allowed(minimum=1)
+    )
+    collapse_window: int = setting("steps averaged by the collapse detector (0: off)", 20, allowed=Allowed(minimum=0))
+    collapse_ratio: float = setting(
+        "collapse: windowed accuracy below this fraction of the first window's",
+        0.2,
+        allowed=Allowed(minimum=0, maximum=1),
+    )
+    threads: int | None = setting("torch CPU threads (None: torch's default)", None, allowed=Allowed(minimum=1))
+    device: str = setting(
+        "cpu or cuda (under torchrun, process r uses cuda:LOCAL_RANK)", "cpu", allowed=Allowed(choices=DEVICES)
+    )
     # memory (multi-GPU runs: klrl.training.distributed)
-    mixed_precision: str = _help(
+    mixed_precision: str = setting(
         f"one of {PRECISIONS}: bf16 computes in bfloat16 through FSDP, float32 master weights and gradient reduction",
         "none",
+        allowed=Allowed(choices=PRECISIONS),
     )
-    activation_checkpointing: bool = _help("recompute each decoder layer's activations in the backward pass", False)
-    reference_offload: bool = _help("under FSDP, keep the reference model's shards in CPU memory between uses", False)
+    activation_checkpointing: bool = setting("recompute each decoder layer's activations in the backward pass", False)
+    reference_offload: bool = setting("under FSDP, keep the reference model's shards in CPU memory between uses", False)
 
     def __post_init__(self) -> None:
         check_fields(self, "train config")
-        checks = {
-            "advantage": self.advantage in ADVANTAGES,
-            "loss_aggregation": self.loss_aggregation in AGGREGATIONS,
-            "lr_schedule": self.lr_schedule in ("constant", "cosine"),
-            "async_lag": self.async_lag >= 0,
-            "ratio_clamp": _positive_or_none(self.ratio_clamp),
-            "ppo_clip": _positive_or_none(self.ppo_clip),
-            "group_size": self.group_size >= 2,
-            "ppo_epochs": self.ppo_epochs >= 1,
-            "micro_batch_size": self.micro_batch_size is None or self.micro_batch_size >= 1,
-            "minibatches": self.minibatches >= 1 and (self.prompts_per_step * self.group_size) % self.minibatches == 0,
-            "steps": self.steps >= 1,
-            "prompts_per_step": self.prompts_per_step >= 1,
-            "max_new_tokens": self.max_new_tokens >= 1,
-            "temperature": self.temperature > 0,
-            "top_p": 0 < self.top_p <= 1,
-            "lr": self.lr > 0,
-            "weight_decay": self.weight_decay >= 0,
-            "adam_betas": all(0 <= beta < 1 for beta in self.adam_betas),
-            "grad_clip": self.grad_clip > 0,
-            "warmup_steps": self.warmup_steps >= 0,
-            "checkpoint_every": self.checkpoint_every >= 0,
-            "eval_every": self.eval_every >= 0,
-            "eval_size": self.eval_size >= 1,
-            "eval_samples": self.eval_samples >= 1,
-            "collapse_window": self.collapse_window >= 0,
-            "collapse_ratio": 0 <= self.collapse_ratio <= 1,
-            "threads": _positive_or_none(self.threads),
-            "device": self.device in ("cpu", "cuda"),
-            "generation_backend": self.generation_backend in GENERATION_BACKENDS,
-            "vllm_dtype": self.vllm_dtype in VLLM_DTYPES,
-            "vllm_memory_fraction": 0 < self.vllm_memory_fraction <= 1,
-            "vllm_max_model_len": _positive_or_none(self.vllm_max_model_len),
-            "mixed_precision": self.mixed_precision in PRECISIONS,
-            "engine_correction": self.engine_correction is None or self.engine_correction in ENGINE_CORRECTIONS,
-            "engine_cap": self.engine_cap > 1,
-        }
-        bad = [name for name, ok in checks.items() if not ok]
+        bad = first_refused(self)
+        if bad is None and (self.prompts_per_step * self.group_size) % self.minibatches:
+            bad = "minibatches"  # a batch split into equal minibatches
         if bad:
-            raise ValueError(
-                f"train config: bad value for {bad[0]!r}: {getattr(self, bad[0])!r} ({_field_help(bad[0])})"
-            )
+            raise ValueError(f"train config: bad value for {bad!r}: {getattr(self, bad)!r} ({_field_help(bad)})")
         if self.engine_correction is not None and (
             self.generation_backend != "vllm" or (self.temperature, self.top_p) != (1.0, 1.0)
         ):
@@ -186,10 +190,6 @@ class TrainConfig:
         values = self.to_dict()
         kl = values.pop("kl")
         return values | {"kl": kl["name"], "beta": kl["beta"]} | {f"kl.{key}": kl[key] for key in KL_OPTIONS}
-
-
-def _positive_or_none(value: float | None) -> bool:
-    return value is None or value > 0
 
 
 def _field_help(name: str) -> str:
