@@ -15,7 +15,7 @@ Stages, in order (`--stages` picks some; a stage whose input failed is not run):
                      within RESUME_TOLERANCE). Nothing here reads the checkpoint files.
   lm-eval-vllm       `klrl evaluate --backend vllm` (lm-eval's vLLM backend) on the trained model
 
-Then the vLLM run's median step time (steps after the first), generated tokens/s and the peak
+Then the vLLM run's median step time (steps after the first) and its phases, generated tokens/s and the peak
 GPU memory a process allocated (the vLLM engine's KV cache, `vllm_memory_fraction` of the GPU,
 included), and the check's wall time against its budget (8 minutes).
 Each line reads `gpu_check: <stage> PASS|FAIL|SKIP — <detail>`; the exit status is 1 when a
@@ -236,13 +236,15 @@ def evaluate(args: argparse.Namespace, model: Path, data: Path, out: Path, env: 
 
 
 def speed(records: list[dict], rows: int) -> dict:
-    """Median step time (steps after the first, which warms kernels up) and per phase,
-    generated tokens/s, peak memory (GiB; nan without CUDA)."""
+    """The median step's time (steps after the first, which warms kernels up; the lower of the
+    two middle ones for an even count) and that step's phases, which so add up to it; generated
+    tokens/s; peak memory (GiB; nan without CUDA)."""
     timed = records[1:] or records
     seconds = [sum(v for k, v in r.items() if k.startswith("time/")) for r in timed]
+    median_step = timed[seconds.index(statistics.median_low(seconds))]
     return {
-        "step_seconds": statistics.median(seconds),
-        "phase_seconds": {phase: statistics.median(r.get(f"time/{phase}", 0.0) for r in timed) for phase in PHASES},
+        "step_seconds": statistics.median_low(seconds),
+        "phase_seconds": {phase: median_step.get(f"time/{phase}", 0.0) for phase in PHASES},
         "generated_tokens_per_second": sum(rows * r["rollout/response_length"] for r in timed) / sum(seconds),
         "peak_gpu_memory_gib": max(
             (r.get("memory/allocated_gib_max", float("nan")) for r in records), default=float("nan")

@@ -92,9 +92,17 @@ def test_off_policy_means_a_ratio_away_from_one():
 def test_speed_leaves_out_the_first_step():
     records = _records([1.0, 0.9, 0.8])  # steps of 1, 2 and 3 seconds, 7 tokens per row
     result = gpu_check.speed(records, rows=4)
-    assert result["step_seconds"] == 2.5 and result["phase_seconds"]["generate"] == 2.5
+    assert result["step_seconds"] == 2.0 and result["phase_seconds"]["generate"] == 2.0  # the lower middle step
     assert result["generated_tokens_per_second"] == pytest.approx(2 * 4 * 7 / 5)
     assert math.isnan(result["peak_gpu_memory_gib"])  # no CUDA: no memory figure
+
+
+def test_the_phases_printed_are_the_median_steps_and_add_up_to_its_time():
+    phases = [(0.5, 0.1), (0.1, 0.9), (0.2, 0.3), (0.6, 0.6)]  # (generate, backward): totals 0.6, 1.0, 0.5, 1.2
+    records = [{"time/generate": g, "time/backward": b, "rollout/response_length": 1.0} for g, b in phases]
+    result = gpu_check.speed(records, rows=1)  # the steps after the first: 1.0, 0.5, 1.2 → the median step is 1.0
+    assert result["step_seconds"] == 1.0
+    assert result["phase_seconds"] == {"generate": 0.1, "score": 0.0, "backward": 0.9, "optimizer": 0.0}
 
 
 @pytest.mark.slow  # torchrun: two processes, three runs
