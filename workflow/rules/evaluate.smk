@@ -1,5 +1,23 @@
 # Evaluation through lm-evaluation-harness: each cell's final model on its evaluation tasks,
-# and each base model once on every task its cells are evaluated on.
+# and each base model once on every task its cells are evaluated on. Both run one command
+# (EVALUATE); a cell's job also hands over its training status, so that a diverged cell is
+# recorded as such, not evaluated.
+
+EVALUATE = """
+python -m klrl evaluate \
+    --model {params.model} \
+    {params.model_options} \
+    {params.train_status} \
+    --tasks {params.tasks} \
+    --data-dir {params.data} \
+    --out {output} \
+    --device {params.device} \
+    --threads {threads} \
+    {params.options} \
+    --mlflow-runs {input.runs} \
+    --mlflow-key {params.key} \
+    > {log} 2>&1
+"""
 
 
 rule evaluate:
@@ -16,6 +34,8 @@ rule evaluate:
         options=evaluation_options(),
         model_options=lambda wildcards: model_options(CELLS[wildcards.cell].model, revision=False),
         device=lambda wildcards: device(CELLS[wildcards.cell].model),
+        train_status=lambda wildcards, input: f"--train-status {input.status}",
+        key=lambda wildcards: wildcards.cell,
     threads: lambda wildcards: eval_job_resources(config, CELLS[wildcards.cell].model)["threads"]
     resources:
         mem_mb=lambda wildcards: eval_job_resources(config, CELLS[wildcards.cell].model)["mem_mb"],
@@ -28,21 +48,7 @@ rule evaluate:
     conda:
         "../../envs/klrl.yaml"
     shell:
-        """
-        python -m klrl evaluate \
-            --model {params.model} \
-            {params.model_options} \
-            --train-status {input.status} \
-            --tasks {params.tasks} \
-            --data-dir {params.data} \
-            --out {output} \
-            --device {params.device} \
-            --threads {threads} \
-            {params.options} \
-            --mlflow-runs {input.runs} \
-            --mlflow-key {wildcards.cell} \
-            > {log} 2>&1
-        """
+        EVALUATE
 
 
 rule evaluate_base:
@@ -59,6 +65,8 @@ rule evaluate_base:
         tasks=lambda wildcards: " ".join(BASE_TASKS[wildcards.model]),
         options=evaluation_options(),
         device=lambda wildcards: device(wildcards.model),
+        train_status="",
+        key=lambda wildcards: f"base/{wildcards.model}",
     threads: lambda wildcards: eval_job_resources(config, wildcards.model)["threads"]
     resources:
         mem_mb=lambda wildcards: eval_job_resources(config, wildcards.model)["mem_mb"],
@@ -71,17 +79,4 @@ rule evaluate_base:
     conda:
         "../../envs/klrl.yaml"
     shell:
-        """
-        python -m klrl evaluate \
-            --model {params.model} \
-            {params.model_options} \
-            --tasks {params.tasks} \
-            --data-dir {params.data} \
-            --out {output} \
-            --device {params.device} \
-            --threads {threads} \
-            {params.options} \
-            --mlflow-runs {input.runs} \
-            --mlflow-key base/{wildcards.model} \
-            > {log} 2>&1
-        """
+        EVALUATE
