@@ -241,9 +241,10 @@ def speed(records: list[dict], rows: int) -> dict:
     tokens/s; peak memory (GiB; nan without CUDA)."""
     timed = records[1:] or records
     seconds = [sum(v for k, v in r.items() if k.startswith("time/")) for r in timed]
-    median_step = timed[seconds.index(statistics.median_low(seconds))]
+    median_seconds = statistics.median_low(seconds)
+    median_step = timed[seconds.index(median_seconds)]
     return {
-        "step_seconds": statistics.median_low(seconds),
+        "step_seconds": median_seconds,
         "phase_seconds": {phase: median_step.get(f"time/{phase}", 0.0) for phase in PHASES},
         "generated_tokens_per_second": sum(rows * r["rollout/response_length"] for r in timed) / sum(seconds),
         "peak_gpu_memory_gib": max(

@@ -54,8 +54,7 @@ class Allowed:
         """The bounds in words, for an error message: '≥ 0', '> 0, ≤ 1', 'one of a, b'."""
         if self.choices:
             return "one of " + ", ".join(map(str, self.choices))
-        signs = {"minimum": "≥", "exclusiveMinimum": ">", "maximum": "≤", "exclusiveMaximum": "<"}
-        return ", ".join(f"{signs[keyword]} {value}" for keyword, value in self.keywords().items())
+        return bounds_in_words(self.keywords())
 
     def keywords(self) -> dict:
         """The JSON-schema keywords of the bounds (`enum` for choices is the schema writer's, as
@@ -67,6 +66,15 @@ class Allowed:
             "exclusiveMaximum": self.exclusive_maximum,
         }
         return {keyword: value for keyword, value in ends.items() if value is not None}
+
+
+SIGNS = {"minimum": "≥", "exclusiveMinimum": ">", "maximum": "≤", "exclusiveMaximum": "<"}
+
+
+def bounds_in_words(node: dict) -> str:
+    """The JSON-schema bounds of `node` (an Allowed's keywords, or a schema node) in words:
+    '≥ 1', '> 0, ≤ 1'; '' when it has none."""
+    return ", ".join(f"{sign} {node[keyword]}" for keyword, sign in SIGNS.items() if keyword in node)
 
 
 def setting(help: str, default=dataclasses.MISSING, factory=dataclasses.MISSING, allowed: Allowed | None = None):

@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from klrl import config_schema
+from klrl.allowed import bounds_in_words
 from klrl.config_check import SCHEMA
 from klrl.evaluation.harness import CONFIG_DEFAULTS
 from klrl.objective.kl_config import KLConfig
@@ -68,13 +69,7 @@ def _allowed(node: dict) -> str:
         return "one of " + ", ".join(f"`{value}`" for value in node["enum"])
     kind = node.get("type", "object" if "properties" in node else "")
     kind = " or ".join(kind) if isinstance(kind, list) else kind
-    bounds = [
-        f"≥ {node['minimum']}" if "minimum" in node else "",
-        f"> {node['exclusiveMinimum']}" if "exclusiveMinimum" in node else "",
-        f"≤ {node['maximum']}" if "maximum" in node else "",
-        f"< {node['exclusiveMaximum']}" if "exclusiveMaximum" in node else "",
-    ]
-    return " ".join([kind, ", ".join(b for b in bounds if b)]).strip()
+    return " ".join([kind, bounds_in_words(node)]).strip()
 
 
 def rows(node: dict, schema: dict, path: str, train_defaults: dict, required=()) -> list[tuple[str, str, str, str]]:
@@ -130,12 +125,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     schema = config_schema.render(SCHEMA.read_text(), str(SCHEMA))
     readme = render(yaml.safe_load(schema))
-    stale = [path for path, text in ((SCHEMA, schema), (README, readme)) if path.read_text() != text]
+    generated = {SCHEMA: schema, README: readme}
     if args.check:
+        stale = [path for path, text in generated.items() if path.read_text() != text]
         for path in stale:
             print(f"{path} is out of date: run `python -m klrl.config_docs`", file=sys.stderr)
         return 1 if stale else 0
-    for path, text in ((SCHEMA, schema), (README, readme)):
+    for path, text in generated.items():
         path.write_text(text)
         print(f"wrote {path}")
     return 0

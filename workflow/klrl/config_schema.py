@@ -75,7 +75,7 @@ def generated_defs() -> dict:
 def _yaml(name: str, node: dict, indent: int) -> list[str]:
     """`name:` and `node` as block YAML, one property per line as a JSON (flow) mapping."""
     pad = " " * indent
-    if name in ("kl", "task") and indent == 2 or "properties" not in node:
+    if "properties" not in node:
         return [f"{pad}{name}: {json.dumps(node, ensure_ascii=False)}"]
     lines = [f"{pad}{name}:"]
     for key, value in node.items():
