@@ -3,10 +3,13 @@ dummy one: what the recipe's steps give, and the named error when a step is left
 
 import subprocess
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import torch
 import yaml
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from klrl.objective import estimators
 from klrl.objective.kl_config import KLConfig, check_standard_configs
@@ -15,7 +18,14 @@ from klrl import config_schema
 from klrl.config_check import check_config, registry_problem
 from klrl.objective.estimators import TOKEN_FORWARD_KL, Estimator, GradientClaim, check_registry
 from klrl.evaluation.harness import Decoding, evaluate
-from klrl.grid import expand_grid
+from klrl.allowed import Allowed, setting
+from klrl.cli import main as klrl
+from klrl.grid import expand_grid, settings_json
+from klrl.models.base import BaseModel, Recipe
+from klrl.models.builds import BUILT_MODELS
+from klrl.models.recipe import build_arguments, recipe_hash
+from klrl.paths import METRICS
+from klrl.training.record import read_metrics, read_status
 from klrl.objective.kl import token_kl
 from klrl.tasks import TASKS, Task
 from klrl.tasks.data import prepare, read_split
@@ -183,6 +193,66 @@ def test_a_model_declared_in_a_config_gets_its_cells_and_no_build_job(tiny_base,
     assert (
         f"--model {tiny_base} " in " ".join(result.stdout.split()) and "--stop-tokens z" in result.stdout
     )  # evaluate_base
+
+
+# ----------------------------------------------------------------------------- built model
+
+
+@dataclass
+class Rescaled:
+    """The dummy built model's recipe: the tiny test base with its embeddings scaled."""
+
+    scale: float = setting("factor on the token embeddings", 1.0, allowed=Allowed(exclusive_minimum=0))
+
+
+@pytest.fixture
+def with_rescaled(monkeypatch, tiny_base):
+    """Steps 1-2 of the recipe: a settings dataclass and a build function, declared in BUILT_MODELS."""
+
+    def rescale(out, settings: Rescaled) -> str:
+        model = AutoModelForCausalLM.from_pretrained(tiny_base)
+        model.get_input_embeddings().weight.data *= settings.scale
+        model.save_pretrained(out)
+        AutoTokenizer.from_pretrained(tiny_base).save_pretrained(out)
+        return f"rescaled → {out}"
+
+    recipe = Recipe(Rescaled, version=1, make=rescale, summary="the tiny test base, rescaled (a dummy)")
+    monkeypatch.setitem(BUILT_MODELS, "rescaled", BaseModel("rescaled", "rescale", verb="rescale-base", recipe=recipe))
+    return tiny_base
+
+
+def test_a_new_built_model_is_built_by_its_verb_then_trains_a_cell(with_rescaled, tmp_path, monkeypatch):
+    assert registry_problem(yaml.safe_load(SCHEMA.read_text()), SCHEMA) == (
+        f"{SCHEMA}: $defs.model_settings lacks 'rescale', a field of a model's entry (klrl.models.builds): "
+        "run `python -m klrl.config_docs`"
+    )
+    schema = _regenerated_schema(tmp_path)  # step 3
+    config = load_config("test")
+    config["models"]["rescaled"] = {"rescale": {"scale": 0}}
+    with pytest.raises(
+        ValueError,
+        match=r"^config/test.yaml: models.rescaled.rescale.scale: 0 is less than or equal to the minimum of 0$",
+    ):
+        check_config(config, "config/test.yaml", schema)
+    config["models"]["rescaled"] = {"rescale": {"scale": 0.5}}
+    config["groups"] = config["groups"][:1]
+    config["groups"][0]["models"] = ["rescaled"]
+    check_config(config, "config/test.yaml", schema)
+    cell = expand_grid(config)["rescaled__k1-reward__b0.1__on__s0"]
+    folder = f"results/bases/rescaled-{recipe_hash('rescaled', {'scale': 0.5})}/model"
+    assert cell.train["base_model"] == folder
+
+    monkeypatch.chdir(tmp_path)  # what the rule build_base, then the rule train, run
+    assert klrl(["rescale-base", "--out", folder, *build_arguments("rescaled", {"scale": 0.5})]) == 0
+    embeddings = AutoModelForCausalLM.from_pretrained(folder).get_input_embeddings().weight
+    assert torch.equal(
+        embeddings, 0.5 * AutoModelForCausalLM.from_pretrained(with_rescaled).get_input_embeddings().weight
+    )
+    prepare("arith", Path(cell.train["train_data"]).parent, seed=0, sizes={"train": 64, "test": 16})
+    Path("cell.json").write_text(settings_json(cell))
+    assert klrl(["train", "--config", "cell.json", "--out", "cell"]) == 0
+    assert read_status(Path("cell"))["status"] == "completed"
+    assert [row["step"] for row in read_metrics(Path("cell") / METRICS)] == [0, 1, 2, 3]
 
 
 # ---------------------------------------------------------------------------------- figure

@@ -10,8 +10,9 @@ from klrl.cli import main as klrl
 from klrl.config_check import SCHEMA
 from klrl.grid import cell_id, expand_grid, parse_cell_id
 from klrl.grid_claims import report
-from klrl.models import BUILT_MODELS
-from klrl.models.recipe import TinyConfig, recipe_hash
+from klrl.models.builds import BUILT_MODELS
+from klrl.models.tiny_settings import TinyConfig
+from klrl.models.recipe import recipe_hash
 from workflow_helpers import FIGURES, ROOT, copy_workflow, job_counts, load_config, snakemake, train_commands
 
 # ---------------------------------------------------------------------------------- config
@@ -117,7 +118,7 @@ BAD_CONFIGS = [
     ),
     (
         lambda c: c["models"].update({"smollm2-135m": {"pretrain": {"steps": 3}}}),
-        "models.smollm2-135m.pretrain: smollm2-135m is converted, not pretrained; its recipe is models.smollm2-135m.convert",
+        "models.smollm2-135m.pretrain: not a key of smollm2-135m; its recipe is models.smollm2-135m.convert",
     ),
     (
         lambda c: c["models"].update({"smollm2-135m": {"convert": {"layers": 31}}}),
