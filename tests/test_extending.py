@@ -1,6 +1,7 @@
 """README "How to add an estimator, a task, a model or a figure", each recipe followed with a
 dummy one: what the recipe's steps give, and the named error when a step is left out."""
 
+import json
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from klrl.objective.estimators import TOKEN_FORWARD_KL, Estimator, GradientClaim
 from klrl.evaluation.harness import Decoding, evaluate
 from klrl.allowed import Allowed, setting
 from klrl.cli import main as klrl
-from klrl.grid import expand_grid, settings_json
+from klrl.grid import expand_grid
 from klrl.models.base import BaseModel, Recipe
 from klrl.models.builds import BUILT_MODELS
 from klrl.models.recipe import build_arguments, recipe_hash
@@ -42,6 +43,17 @@ def _regenerated_schema(tmp_path):
     path = tmp_path / "schema.yaml"
     path.write_text(config_schema.render(SCHEMA.read_text(), str(SCHEMA)))
     return path
+
+
+def _trains(cell, data_sizes: dict, base=None) -> list[int]:
+    """What the rules prepare_data and train run for `cell`, in the current folder (the tiny test
+    base standing in for the config's, unless the cell's own is built): the steps recorded."""
+    train = cell.train | ({"base_model": str(base)} if base else {})
+    prepare(cell.task, Path(train["train_data"]).parent, seed=0, sizes=data_sizes)
+    Path("cell.json").write_text(json.dumps(train))
+    assert klrl(["train", "--config", "cell.json", "--out", "cell"]) == 0
+    assert read_status(Path("cell"))["status"] == "completed"
+    return [row["step"] for row in read_metrics(Path("cell") / METRICS)]
 
 
 # ------------------------------------------------------------------------------- estimator
@@ -99,14 +111,19 @@ def test_a_new_estimators_claim_is_checked_exactly_on_the_toy_policy(with_k4):
     )
 
 
-def test_the_workflow_refuses_a_schema_without_the_new_configuration_then_runs_its_cells(with_k4, tmp_path):
+def test_the_workflow_refuses_a_schema_without_the_new_configuration_then_trains_its_cell(
+    with_k4, tiny_base, tmp_path, monkeypatch
+):
     assert registry_problem(yaml.safe_load(SCHEMA.read_text()), SCHEMA) == (
         f"{SCHEMA}: $defs.kl.enum lacks 'k4-loss' of klrl.objective.estimators.STANDARD_CONFIGS: run `python -m klrl.config_docs`"
     )
     config = load_config("test")
     config["groups"][0]["kl"] = ["k4-loss"]
     check_config(config, "config/test.yaml", _regenerated_schema(tmp_path))
-    assert expand_grid(config)["tiny__k4-loss__b0.1__on__s0"].train["kl"]["name"] == "k4-loss"
+    cell = expand_grid(config)["tiny__k4-loss__b0.1__on__s0"]
+    assert cell.train["kl"]["name"] == "k4-loss"
+    monkeypatch.chdir(tmp_path)
+    assert _trains(cell, {"train": 64, "test": 16}, base=tiny_base) == [0, 1, 2, 3]
 
 
 # ------------------------------------------------------------------------------------ task
@@ -156,7 +173,9 @@ def test_a_new_task_is_prepared_and_evaluated_through_lm_eval(with_double, tiny_
     assert 0.0 <= results["results"]["klrl_double"]["pass@1,all-samples"] <= 1.0
 
 
-def test_the_workflow_refuses_a_schema_without_the_new_task_then_trains_on_it(with_double, tmp_path):
+def test_the_workflow_refuses_a_schema_without_the_new_task_then_trains_on_it(
+    with_double, tiny_base, tmp_path, monkeypatch
+):
     assert registry_problem(yaml.safe_load(SCHEMA.read_text()), SCHEMA).startswith(
         f"{SCHEMA}: $defs.task.enum lacks 'double' of klrl.tasks.TASKS"
     )
@@ -170,6 +189,8 @@ def test_the_workflow_refuses_a_schema_without_the_new_task_then_trains_on_it(wi
         "arithmetic",
         "results/ci-test/data/double/train.jsonl",
     )
+    monkeypatch.chdir(tmp_path)
+    assert _trains(cell, {"train": 8, "test": 3}, base=tiny_base) == [0, 1, 2, 3]
 
 
 # ----------------------------------------------------------------------------------- model
@@ -248,11 +269,7 @@ def test_a_new_built_model_is_built_by_its_verb_then_trains_a_cell(with_rescaled
     assert torch.equal(
         embeddings, 0.5 * AutoModelForCausalLM.from_pretrained(with_rescaled).get_input_embeddings().weight
     )
-    prepare("arith", Path(cell.train["train_data"]).parent, seed=0, sizes={"train": 64, "test": 16})
-    Path("cell.json").write_text(settings_json(cell))
-    assert klrl(["train", "--config", "cell.json", "--out", "cell"]) == 0
-    assert read_status(Path("cell"))["status"] == "completed"
-    assert [row["step"] for row in read_metrics(Path("cell") / METRICS)] == [0, 1, 2, 3]
+    assert _trains(cell, {"train": 64, "test": 16}) == [0, 1, 2, 3]
 
 
 # ---------------------------------------------------------------------------------- figure
