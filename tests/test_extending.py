@@ -119,7 +119,7 @@ def test_the_workflow_refuses_a_schema_without_the_new_configuration_then_trains
     )
     config = load_config("test")
     config["groups"][0]["kl"] = ["k4-loss"]
-    check_config(config, "config/test.yaml", _regenerated_schema(tmp_path))
+    check_config(config, ".test/config/test.yaml", _regenerated_schema(tmp_path))
     cell = expand_grid(config)["tiny__k4-loss__b0.1__on__s0"]
     assert cell.train["kl"]["name"] == "k4-loss"
     monkeypatch.chdir(tmp_path)
@@ -182,7 +182,7 @@ def test_the_workflow_refuses_a_schema_without_the_new_task_then_trains_on_it(
     config = load_config("test")
     config["groups"][0] |= {"task": "double", "eval_tasks": ["double", "arith"]}
     config["data"]["double"] = {"train_size": 8, "test_size": 3}
-    check_config(config, "config/test.yaml", _regenerated_schema(tmp_path))
+    check_config(config, ".test/config/test.yaml", _regenerated_schema(tmp_path))
     cell = expand_grid(config)["tiny__k1-reward__b0.1__on__s0"]
     assert (cell.train["task"], cell.train["reward"], cell.train["train_data"]) == (
         "double",
@@ -252,13 +252,13 @@ def test_a_new_built_model_is_built_by_its_verb_then_trains_a_cell(with_rescaled
     config["models"]["rescaled"] = {"rescale": {"scale": 0}}
     with pytest.raises(
         ValueError,
-        match=r"^config/test.yaml: models.rescaled.rescale.scale: 0 is less than or equal to the minimum of 0$",
+        match=r"^.test/config/test.yaml: models.rescaled.rescale.scale: 0 is less than or equal to the minimum of 0$",
     ):
-        check_config(config, "config/test.yaml", schema)
+        check_config(config, ".test/config/test.yaml", schema)
     config["models"]["rescaled"] = {"rescale": {"scale": 0.5}}
     config["groups"] = config["groups"][:1]
     config["groups"][0]["models"] = ["rescaled"]
-    check_config(config, "config/test.yaml", schema)
+    check_config(config, ".test/config/test.yaml", schema)
     cell = expand_grid(config)["rescaled__k1-reward__b0.1__on__s0"]
     folder = f"results/bases/rescaled-{recipe_hash('rescaled', {'scale': 0.5})}/model"
     assert cell.train["base_model"] == folder
@@ -290,7 +290,7 @@ save(figure, args.out, "dummy_scores")
 def test_a_new_figure_script_is_a_figure_job_and_draws_from_the_tables(tmp_path):
     folder = copy_workflow(tmp_path)
     (folder / "paper_figures" / "dummy_scores.py").write_text(DUMMY_FIGURE)
-    result = snakemake(folder, "-n", "--configfile", "config/test.yaml")
+    result = snakemake(folder, "-n", "--configfile", ".test/config/test.yaml")
     assert result.returncode == 0, result.stderr[-3000:]
     assert job_counts(result.stdout)["figure"] == len(FIGURES) + 1
     assert "results/ci-test/figures/dummy_scores.png" in result.stdout
@@ -315,7 +315,7 @@ def test_a_new_figure_script_is_a_figure_job_and_draws_from_the_tables(tmp_path)
 def test_a_figure_script_without_a_docstring_stops_the_workflow_naming_it(tmp_path):
     folder = copy_workflow(tmp_path)
     (folder / "paper_figures" / "dummy_scores.py").write_text(DUMMY_FIGURE.split('"""', 2)[2])
-    result = snakemake(folder, "-n", "--configfile", "config/test.yaml")
+    result = snakemake(folder, "-n", "--configfile", ".test/config/test.yaml")
     assert result.returncode != 0
     assert (
         "paper_figures/dummy_scores.py: no docstring; a figure script's docstring is its caption"
