@@ -65,7 +65,7 @@ def test_recipe_errors_are_one_line_and_name_the_key():
     with pytest.raises(
         ValueError, match="^models.tiny.pretrain.check_tasks: \\['math'\\] is not one of arith, arith-long"
     ):
-        recipe_settings("tiny", {"check_tasks": ["math"], "floor": {}})
+        recipe_settings("tiny", {"check_tasks": ["math"]})  # before the floor's check across fields
     with pytest.raises(ValueError, match="^models.tiny.pretrain.steps: 2.5 is a float; it must be an integer$"):
         recipe_settings("tiny", {"steps": 2.5})
     with pytest.raises(
