@@ -1,7 +1,7 @@
 """`python -m klrl <verb> ...`: one verb per pipeline step.
 
-Each verb names the module that implements it, and that module's functions that declare the
-arguments and run the step; the module is imported only when its verb runs, so `--help`
+Each verb names the module that implements it, whose `add_arguments` declares the arguments
+and whose `run` runs the step; the module is imported only when its verb runs, so `--help`
 stays fast. Each model built here adds the build verb its declaration names
 (klrl.models.builds). A user's mistake (a ValueError or an OSError: a bad value, a missing or unreadable
 file, a locked cell) is one line on stderr and exit status 2; `--debug` (anywhere on the command
@@ -19,10 +19,8 @@ from klrl.models.builds import BUILT_MODELS
 
 
 class Verb(NamedTuple):
-    module: str
+    module: str  # it has add_arguments(parser) and run(args)
     help: str
-    add_arguments: str = "add_arguments"
-    run: str = "run"
 
 
 VERBS = {
@@ -89,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         sub = verbs.add_parser(name, help=verb.help, description=verb.help, formatter_class=HelpFormatter)
         if name in argv:
             module = importlib.import_module(verb.module)
-            getattr(module, verb.add_arguments)(sub)
-            sub.set_defaults(run=getattr(module, verb.run))
+            module.add_arguments(sub)
+            sub.set_defaults(run=module.run)
     for model in BUILT_MODELS.values():  # each model built here has the build verb its declaration names
         name, summary = model.verb, model.recipe.summary
         sub = verbs.add_parser(name, help=summary, description=summary, formatter_class=HelpFormatter)
