@@ -15,7 +15,8 @@ from pathlib import Path
 
 import torch
 
-from klrl.models.tiny import TinyConfig, build_model, build_tokenizer
+from klrl.models.tiny_settings import TinyConfig
+from klrl.models.tiny import build_model, build_tokenizer
 from klrl.tasks.data import prepare
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -91,7 +91,8 @@ def build_base(args: argparse.Namespace) -> Path:
         from klrl.models.smollm2 import convert_smollm2
 
         return convert_smollm2(folder)
-    from klrl.models.tiny import TinyConfig, pretrain_tiny
+    from klrl.models.tiny_settings import TinyConfig
+    from klrl.models.tiny import pretrain_tiny
 
     pretrain_tiny(folder, TinyConfig(steps=1, warmup=0, floor={}), log_every=0)  # untrained: no floor
     return folder

@@ -1,7 +1,7 @@
 """Wall time and throughput of a grid through Snakemake, and what a finished run's jobs add up to.
 
 Default: copies the workflow into fresh scratch folders (as tests/test_workflow.py does) and runs
-`snakemake --profile profiles/local --configfile config/test.yaml --cores N` for each N of
+`snakemake --profile profiles/local --configfile .test/config/test.yaml --cores N` for each N of
 `--cores`, timing the whole command; then, for each run, reads its job timings and prints the
 grid's cells per hour (pretraining included) and a cell's RL steps per minute (its train job's
 wall time: rollouts, scoring, updates, periodic evaluation and checkpoints).
@@ -19,7 +19,7 @@ aside), the time and peak memory per rule, and the critical path: the longest ch
 jobs (edges from `snakemake --dag`), i.e. the wall time no number of cores can beat. From the
 cells' metrics.jsonl it prints the median seconds of an RL step and of each of its phases.
 
-    .venv/bin/python benchmarks/grid_time.py [--cores 1 2] [--configfile config/test.yaml] [--before REV]
+    .venv/bin/python benchmarks/grid_time.py [--cores 1 2] [--configfile .test/config/test.yaml] [--before REV]
     .venv/bin/python benchmarks/grid_time.py --summarise path/to/finished/run --configfile config/config.yaml
 """
 
@@ -240,7 +240,7 @@ def print_summary(label: str, summary: dict, wall: float | None = None) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cores", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--configfile", default="config/test.yaml")
+    parser.add_argument("--configfile", default=".test/config/test.yaml")
     parser.add_argument("--summarise", type=Path, help="a finished run's folder: only read its timings")
     parser.add_argument(
         "--before", help="a git revision whose grid to run first at each core count, for the 2× verdict"

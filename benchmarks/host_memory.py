@@ -113,7 +113,7 @@ def main() -> None:
         work = Path(folder)
         base = work / "smollm2-135m"
         subprocess.run(
-            [sys.executable, "-m", "klrl", "convert-base", "--model", "smollm2-135m", "--out", str(base)],
+            [sys.executable, "-m", "klrl", "convert-base", "--out", str(base)],
             check=True,
             capture_output=True,
         )

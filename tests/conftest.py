@@ -14,7 +14,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from klrl.files import read_jsonl
 from klrl.objective.kl_config import KLConfig
 from klrl.models import built_folder
-from klrl.models.tiny import TinyConfig, pretrain_tiny
+from klrl.models.tiny_settings import TinyConfig
+from klrl.models.tiny import pretrain_tiny
 from klrl.paths import Layout
 from klrl.tasks.data import prepare
 from klrl.training.config import TrainConfig

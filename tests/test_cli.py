@@ -44,12 +44,12 @@ def test_help_shows_defaults_and_train_help_lists_every_config_key():
 
 
 def test_cells_lists_the_grid_and_suggests_close_ids_for_a_typo(repo_root):
-    listed = _klrl("cells", "--config", "config/test.yaml", cwd=repo_root)
+    listed = _klrl("cells", "--config", ".test/config/test.yaml", cwd=repo_root)
     assert listed.stdout.splitlines() == [
         "tiny__k1-reward__b0.1__on__s0\ton-policy",
         "tiny__k3-loss__b0.1__off__s0\toff-policy",
     ]
-    typo = _klrl("cells", "--config", "config/test.yaml", "tiny__k1-reward__b0.1__on__s1", cwd=repo_root)
+    typo = _klrl("cells", "--config", ".test/config/test.yaml", "tiny__k1-reward__b0.1__on__s1", cwd=repo_root)
     assert typo.returncode == 1
     assert (
         "'tiny__k1-reward__b0.1__on__s1' is not a cell of this config; closest: tiny__k1-reward__b0.1__on__s0"

@@ -1,12 +1,16 @@
 """README "How to add an estimator, a task, a model or a figure", each recipe followed with a
 dummy one: what the recipe's steps give, and the named error when a step is left out."""
 
+import json
 import subprocess
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import torch
 import yaml
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from klrl.objective import estimators
 from klrl.objective.kl_config import KLConfig, check_standard_configs
@@ -15,7 +19,14 @@ from klrl import config_schema
 from klrl.config_check import check_config, registry_problem
 from klrl.objective.estimators import TOKEN_FORWARD_KL, Estimator, GradientClaim, check_registry
 from klrl.evaluation.harness import Decoding, evaluate
+from klrl.allowed import Allowed, setting
+from klrl.cli import main as klrl
 from klrl.grid import expand_grid
+from klrl.models.base import BaseModel, Recipe
+from klrl.models.builds import BUILT_MODELS
+from klrl.models.recipe import build_arguments, recipe_hash
+from klrl.paths import METRICS
+from klrl.training.record import read_metrics, read_status
 from klrl.objective.kl import token_kl
 from klrl.tasks import TASKS, Task
 from klrl.tasks.data import prepare, read_split
@@ -32,6 +43,17 @@ def _regenerated_schema(tmp_path):
     path = tmp_path / "schema.yaml"
     path.write_text(config_schema.render(SCHEMA.read_text(), str(SCHEMA)))
     return path
+
+
+def _trains(cell, data_sizes: dict, base=None) -> list[int]:
+    """What the rules prepare_data and train run for `cell`, in the current folder (the tiny test
+    base standing in for the config's, unless the cell's own is built): the steps recorded."""
+    train = cell.train | ({"base_model": str(base)} if base else {})
+    prepare(cell.task, Path(train["train_data"]).parent, seed=0, sizes=data_sizes)
+    Path("cell.json").write_text(json.dumps(train))
+    assert klrl(["train", "--config", "cell.json", "--out", "cell"]) == 0
+    assert read_status(Path("cell"))["status"] == "completed"
+    return [row["step"] for row in read_metrics(Path("cell") / METRICS)]
 
 
 # ------------------------------------------------------------------------------- estimator
@@ -89,14 +111,19 @@ def test_a_new_estimators_claim_is_checked_exactly_on_the_toy_policy(with_k4):
     )
 
 
-def test_the_workflow_refuses_a_schema_without_the_new_configuration_then_runs_its_cells(with_k4, tmp_path):
+def test_the_workflow_refuses_a_schema_without_the_new_configuration_then_trains_its_cell(
+    with_k4, tiny_base, tmp_path, monkeypatch
+):
     assert registry_problem(yaml.safe_load(SCHEMA.read_text()), SCHEMA) == (
         f"{SCHEMA}: $defs.kl.enum lacks 'k4-loss' of klrl.objective.estimators.STANDARD_CONFIGS: run `python -m klrl.config_docs`"
     )
     config = load_config("test")
     config["groups"][0]["kl"] = ["k4-loss"]
-    check_config(config, "config/test.yaml", _regenerated_schema(tmp_path))
-    assert expand_grid(config)["tiny__k4-loss__b0.1__on__s0"].train["kl"]["name"] == "k4-loss"
+    check_config(config, ".test/config/test.yaml", _regenerated_schema(tmp_path))
+    cell = expand_grid(config)["tiny__k4-loss__b0.1__on__s0"]
+    assert cell.train["kl"]["name"] == "k4-loss"
+    monkeypatch.chdir(tmp_path)
+    assert _trains(cell, {"train": 64, "test": 16}, base=tiny_base) == [0, 1, 2, 3]
 
 
 # ------------------------------------------------------------------------------------ task
@@ -146,20 +173,24 @@ def test_a_new_task_is_prepared_and_evaluated_through_lm_eval(with_double, tiny_
     assert 0.0 <= results["results"]["klrl_double"]["pass@1,all-samples"] <= 1.0
 
 
-def test_the_workflow_refuses_a_schema_without_the_new_task_then_trains_on_it(with_double, tmp_path):
+def test_the_workflow_refuses_a_schema_without_the_new_task_then_trains_on_it(
+    with_double, tiny_base, tmp_path, monkeypatch
+):
     assert registry_problem(yaml.safe_load(SCHEMA.read_text()), SCHEMA).startswith(
         f"{SCHEMA}: $defs.task.enum lacks 'double' of klrl.tasks.TASKS"
     )
     config = load_config("test")
     config["groups"][0] |= {"task": "double", "eval_tasks": ["double", "arith"]}
     config["data"]["double"] = {"train_size": 8, "test_size": 3}
-    check_config(config, "config/test.yaml", _regenerated_schema(tmp_path))
+    check_config(config, ".test/config/test.yaml", _regenerated_schema(tmp_path))
     cell = expand_grid(config)["tiny__k1-reward__b0.1__on__s0"]
     assert (cell.train["task"], cell.train["reward"], cell.train["train_data"]) == (
         "double",
         "arithmetic",
         "results/ci-test/data/double/train.jsonl",
     )
+    monkeypatch.chdir(tmp_path)
+    assert _trains(cell, {"train": 8, "test": 3}, base=tiny_base) == [0, 1, 2, 3]
 
 
 # ----------------------------------------------------------------------------------- model
@@ -185,6 +216,62 @@ def test_a_model_declared_in_a_config_gets_its_cells_and_no_build_job(tiny_base,
     )  # evaluate_base
 
 
+# ----------------------------------------------------------------------------- built model
+
+
+@dataclass
+class Rescaled:
+    """The dummy built model's recipe: the tiny test base with its embeddings scaled."""
+
+    scale: float = setting("factor on the token embeddings", 1.0, allowed=Allowed(exclusive_minimum=0))
+
+
+@pytest.fixture
+def with_rescaled(monkeypatch, tiny_base):
+    """Steps 1-2 of the recipe: a settings dataclass and a build function, declared in BUILT_MODELS."""
+
+    def rescale(out, settings: Rescaled) -> str:
+        model = AutoModelForCausalLM.from_pretrained(tiny_base)
+        model.get_input_embeddings().weight.data *= settings.scale
+        model.save_pretrained(out)
+        AutoTokenizer.from_pretrained(tiny_base).save_pretrained(out)
+        return f"rescaled → {out}"
+
+    recipe = Recipe(Rescaled, version=1, make=rescale, summary="the tiny test base, rescaled (a dummy)")
+    monkeypatch.setitem(BUILT_MODELS, "rescaled", BaseModel("rescaled", "rescale", verb="rescale-base", recipe=recipe))
+    return tiny_base
+
+
+def test_a_new_built_model_is_built_by_its_verb_then_trains_a_cell(with_rescaled, tmp_path, monkeypatch):
+    assert registry_problem(yaml.safe_load(SCHEMA.read_text()), SCHEMA) == (
+        f"{SCHEMA}: $defs.model_settings lacks 'rescale', a field of a model's entry (klrl.models.builds): "
+        "run `python -m klrl.config_docs`"
+    )
+    schema = _regenerated_schema(tmp_path)  # step 3
+    config = load_config("test")
+    config["models"]["rescaled"] = {"rescale": {"scale": 0}}
+    with pytest.raises(
+        ValueError,
+        match=r"^.test/config/test.yaml: models.rescaled.rescale.scale: 0 is less than or equal to the minimum of 0$",
+    ):
+        check_config(config, ".test/config/test.yaml", schema)
+    config["models"]["rescaled"] = {"rescale": {"scale": 0.5}}
+    config["groups"] = config["groups"][:1]
+    config["groups"][0]["models"] = ["rescaled"]
+    check_config(config, ".test/config/test.yaml", schema)
+    cell = expand_grid(config)["rescaled__k1-reward__b0.1__on__s0"]
+    folder = f"results/bases/rescaled-{recipe_hash('rescaled', {'scale': 0.5})}/model"
+    assert cell.train["base_model"] == folder
+
+    monkeypatch.chdir(tmp_path)  # what the rule build_base, then the rule train, run
+    assert klrl(["rescale-base", "--out", folder, *build_arguments("rescaled", {"scale": 0.5})]) == 0
+    embeddings = AutoModelForCausalLM.from_pretrained(folder).get_input_embeddings().weight
+    assert torch.equal(
+        embeddings, 0.5 * AutoModelForCausalLM.from_pretrained(with_rescaled).get_input_embeddings().weight
+    )
+    assert _trains(cell, {"train": 64, "test": 16}) == [0, 1, 2, 3]
+
+
 # ---------------------------------------------------------------------------------- figure
 
 DUMMY_FIGURE = '''"""Final pass@1 of every cell, one bar each (a dummy figure). The claim: none in particular."""
@@ -203,7 +290,7 @@ save(figure, args.out, "dummy_scores")
 def test_a_new_figure_script_is_a_figure_job_and_draws_from_the_tables(tmp_path):
     folder = copy_workflow(tmp_path)
     (folder / "paper_figures" / "dummy_scores.py").write_text(DUMMY_FIGURE)
-    result = snakemake(folder, "-n", "--configfile", "config/test.yaml")
+    result = snakemake(folder, "-n", "--configfile", ".test/config/test.yaml")
     assert result.returncode == 0, result.stderr[-3000:]
     assert job_counts(result.stdout)["figure"] == len(FIGURES) + 1
     assert "results/ci-test/figures/dummy_scores.png" in result.stdout
@@ -228,7 +315,7 @@ def test_a_new_figure_script_is_a_figure_job_and_draws_from_the_tables(tmp_path)
 def test_a_figure_script_without_a_docstring_stops_the_workflow_naming_it(tmp_path):
     folder = copy_workflow(tmp_path)
     (folder / "paper_figures" / "dummy_scores.py").write_text(DUMMY_FIGURE.split('"""', 2)[2])
-    result = snakemake(folder, "-n", "--configfile", "config/test.yaml")
+    result = snakemake(folder, "-n", "--configfile", ".test/config/test.yaml")
     assert result.returncode != 0
     assert (
         "paper_figures/dummy_scores.py: no docstring; a figure script's docstring is its caption"

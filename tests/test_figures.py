@@ -76,7 +76,7 @@ def test_every_config_has_a_line_style_and_a_hatch_per_beta(repo_root):
 
     from helpers import bars
 
-    for path in sorted((repo_root / "config").glob("*.yaml")):
+    for path in sorted([*(repo_root / "config").glob("*.yaml"), *(repo_root / ".test" / "config").glob("*.yaml")]):
         betas = {float(b) for group in yaml.safe_load(path.read_text())["groups"] for b in group["beta"]}
         styles = style.beta_styles(betas)
         assert len({str(styles[b]) for b in betas if b > 0}) == len([b for b in betas if b > 0]), path.name

@@ -15,14 +15,16 @@ from klrl.typed import from_mapping
 from snakemake.utils import update_config
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = sorted(path.name for path in (ROOT / "config").glob("*.yaml"))
-PAPER_MINI = ("paper.yaml", "overlays/cpu-mini.yaml")
+CONFIGS = sorted(
+    str(path.relative_to(ROOT)) for folder in ("config", ".test/config") for path in (ROOT / folder).glob("*.yaml")
+)
+PAPER_MINI = ("config/paper.yaml", "config/overlays/cpu-mini.yaml")
 
 
 def _load(*names: str) -> dict:
     config: dict = {}
     for name in names:
-        update_config(config, yaml.safe_load((ROOT / "config" / name).read_text()))
+        update_config(config, yaml.safe_load((ROOT / name).read_text()))
     return config
 
 
@@ -53,7 +55,7 @@ def test_every_cell_reaches_its_train_config_with_identical_values_and_types(nam
 
 
 def test_the_paper_learning_rate_survives_as_a_float():
-    cell = next(iter(expand_grid(_load("paper.yaml")).values()))
+    cell = next(iter(expand_grid(_load("config/paper.yaml")).values()))
     assert json.loads(settings_json(cell))["lr"] == 1e-06
 
 
@@ -127,7 +129,7 @@ def test_the_settings_files_written_by_snakemake_load_identically(tmp_path):
     from workflow_helpers import copy_workflow, snakemake
 
     folder = copy_workflow(tmp_path)
-    config = _load("paper.yaml")
+    config = _load("config/paper.yaml")
     cells, layout = expand_grid(config), Layout.of(config)
     targets = [str(layout.settings(cell)) for cell in cells]
     result = snakemake(folder, "--cores", "1", "--configfile", "config/paper.yaml", "--", *targets)

@@ -23,11 +23,11 @@ GRID_KILLS = 2  # the whole group once, Snakemake alone once
 ORPHANS_REFUSED = 1  # the rerun's train job on the orphan's cell
 CONFIG = "config/kill.yaml"
 OUT = "results/ci-kill"
-CELLS = ("tiny__k1-reward__b0.1__on__s0", "tiny__k3-loss__b0.1__off__s0")  # config/test.yaml's
+CELLS = ("tiny__k1-reward__b0.1__on__s0", "tiny__k3-loss__b0.1__off__s0")  # .test/config/test.yaml's
 
 
 def _write_config(folder):
-    """config/test.yaml with steps long enough to be killed inside (checkpoints every 4)."""
+    """.test/config/test.yaml with steps long enough to be killed inside (checkpoints every 4)."""
     config = load_config("test") | {"experiment": "ci-kill"}
     config["train"] = config["train"] | {"steps": 40, "checkpoint_every": 4}
     (folder / CONFIG).write_text(yaml.safe_dump(config))

@@ -1,4 +1,4 @@
-"""config/test.yaml through profiles/slurm on a one-node SLURM cluster that tests/slurm/cluster.sh
+""".test/config/test.yaml through profiles/slurm on a one-node SLURM cluster that tests/slurm/cluster.sh
 starts (as root; skipped elsewhere), every job logging to MLflow through a tracking server on
 PostgreSQL (klrl.tracking.server): every job submitted by sbatch with its config's resources,
 the tables equal to a local run's, a GPU request rendered as the plugin's --gpus, and a train job
@@ -32,7 +32,7 @@ CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 PARTITIONS = {"KLRL_SLURM_ACCOUNT": "klrl", "KLRL_SLURM_PARTITION": "cpu", "KLRL_SLURM_GPU_PARTITION": "gpu"}
 FAST = ("--slurm-init-seconds-before-status-checks", "2")  # the plugin's default waits 40 s before the first check
-CONFIG = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+CONFIG = yaml.safe_load((ROOT / ".test" / "config" / "test.yaml").read_text())
 PROFILE = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.yaml").read_text())
 LOCAL_RULES = {"track_grid", "cell_settings", "plan", "aggregate", "figure", "track_figures"}
 
@@ -108,7 +108,7 @@ def _table(folder: Path, name: str) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def slurm_run(cluster, tracking_uri, tmp_path_factory) -> Path:
-    """config/test.yaml end to end through profiles/slurm, tracked through the server."""
+    """.test/config/test.yaml end to end through profiles/slurm, tracked through the server."""
     folder = _copy_workflow(tmp_path_factory.mktemp("slurm-run"))
     overlay = _overlay(folder, tracking={"uri": tracking_uri})
     result = _run([str(SNAKEMAKE), "--profile", "profiles/slurm", "--configfile", str(overlay), *FAST], cluster, folder)
@@ -155,7 +155,7 @@ def test_the_cluster_run_equals_the_local_run(cluster, slurm_run, tmp_path):
     local = _copy_workflow(tmp_path)
     env = {key: value for key, value in cluster.items() if not key.startswith("SLURM")}
     result = _run(
-        [str(SNAKEMAKE), "--cores", "2", "--configfile", "config/test.yaml", "--until", "aggregate"], env, local
+        [str(SNAKEMAKE), "--cores", "2", "--configfile", ".test/config/test.yaml", "--until", "aggregate"], env, local
     )
     assert result.returncode == 0, result.stderr[-5000:]
     for table in ("main.csv", "scores.csv"):
@@ -166,7 +166,7 @@ def test_the_cluster_run_equals_the_local_run(cluster, slurm_run, tmp_path):
 
 
 def _overlay(folder: Path, **sections) -> Path:
-    config = yaml.safe_load((folder / "config" / "test.yaml").read_text())
+    config = yaml.safe_load((folder / ".test" / "config" / "test.yaml").read_text())
     for section, values in sections.items():
         config[section] = config.get(section, {}) | values
     path = folder / "config" / "overlay.yaml"

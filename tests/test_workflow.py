@@ -10,8 +10,9 @@ from klrl.cli import main as klrl
 from klrl.config_check import SCHEMA
 from klrl.grid import cell_id, expand_grid, parse_cell_id
 from klrl.grid_claims import report
-from klrl.models import BUILT_MODELS
-from klrl.models.recipe import TinyConfig, recipe_hash
+from klrl.models.builds import BUILT_MODELS
+from klrl.models.tiny_settings import TinyConfig
+from klrl.models.recipe import recipe_hash
 from workflow_helpers import FIGURES, ROOT, copy_workflow, job_counts, load_config, snakemake, train_commands
 
 # ---------------------------------------------------------------------------------- config
@@ -117,7 +118,7 @@ BAD_CONFIGS = [
     ),
     (
         lambda c: c["models"].update({"smollm2-135m": {"pretrain": {"steps": 3}}}),
-        "models.smollm2-135m.pretrain: smollm2-135m is converted, not pretrained; its recipe is models.smollm2-135m.convert",
+        "models.smollm2-135m.pretrain: not a key of smollm2-135m; its recipe is models.smollm2-135m.convert",
     ),
     (
         lambda c: c["models"].update({"smollm2-135m": {"convert": {"layers": 31}}}),
@@ -208,7 +209,7 @@ def test_an_unknown_cell_path_names_the_closest_cells(tmp_path):
         folder,
         "-n",
         "--configfile",
-        "config/test.yaml",
+        ".test/config/test.yaml",
         "--",
         "results/ci-test/cells/tiny__k1-reward__b0.1__on__s5/eval/results.json",
     )
@@ -273,21 +274,21 @@ def test_multi_gpu_cells_train_under_torchrun(tmp_path):
     four = sum(cell.model == "qwen3-4b-instruct" for cell in cells.values())
     assert commands.count("torchrun --standalone --nproc_per_node 8 -m klrl") == len(cells) - four
     assert commands.count("torchrun --standalone --nproc_per_node 4 -m klrl") == four > 0
-    test = snakemake(folder, "-n", "-p", "--configfile", "config/test.yaml")
+    test = snakemake(folder, "-n", "-p", "--configfile", ".test/config/test.yaml")
     assert test.returncode == 0, test.stderr[-3000:]
     commands = train_commands(test.stdout)
     assert commands and set(commands) == {"python -m klrl"}
 
 
 def test_a_base_is_built_once_per_recipe_and_read_by_every_config_with_it(tmp_path):
-    """The tiny base of config/test.yaml goes to results/bases/tiny-<hash>/; once it is there,
+    """The tiny base of .test/config/test.yaml goes to results/bases/tiny-<hash>/; once it is there,
     another config with the same recipe (spelled otherwise) plans no build and trains from that
     folder, and a changed recipe plans a build into another folder, and every cell again."""
     folder = copy_workflow(tmp_path)
     first = load_config("test")
     recipe = first["models"]["tiny"]["pretrain"]
     base = f"results/bases/tiny-{recipe_hash('tiny', recipe)}/model"
-    dry = snakemake(folder, "-n", "--configfile", "config/test.yaml")
+    dry = snakemake(folder, "-n", "--configfile", ".test/config/test.yaml")
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert job_counts(dry.stdout)["build_base"] == 1 and f"{base}/config.json" in dry.stdout
     (folder / base).mkdir(parents=True)
@@ -314,6 +315,6 @@ def test_a_base_is_built_once_per_recipe_and_read_by_every_config_with_it(tmp_pa
 
 def test_the_workflow_lints_clean(tmp_path):
     folder = copy_workflow(tmp_path)
-    result = snakemake(folder, "--lint", "--configfile", "config/test.yaml")
+    result = snakemake(folder, "--lint", "--configfile", ".test/config/test.yaml")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "Congratulations, your workflow is in a good condition!" in result.stdout + result.stderr

@@ -1,4 +1,4 @@
-"""The workflow run for real: config/test.yaml end to end with MLflow (REST API and the UI in
+"""The workflow run for real: .test/config/test.yaml end to end with MLflow (REST API and the UI in
 headless Chromium), re-runs of one cell and of the tables, two configs in one checkout, a Hub
 model declared in a config, and the SmolLM2 study in miniature (the paper's grid in miniature:
 tests/test_paper_miniature.py)."""
@@ -28,15 +28,15 @@ from conftest import records
 
 @pytest.fixture(scope="module")
 def ci_run(tmp_path_factory) -> Path:
-    """config/test.yaml run through Snakemake from nothing: data, tiny base, 2 cells, evaluation, tables."""
+    """.test/config/test.yaml run through Snakemake from nothing: data, tiny base, 2 cells, evaluation, tables."""
     folder = copy_workflow(tmp_path_factory.mktemp("workflow"))
-    result = snakemake(folder, "--cores", "2", "--configfile", "config/test.yaml")
+    result = snakemake(folder, "--cores", "2", "--configfile", ".test/config/test.yaml")
     assert result.returncode == 0, result.stderr[-5000:]
     return folder
 
 
 CI_CELLS = ("tiny__k1-reward__b0.1__on__s0", "tiny__k3-loss__b0.1__off__s0")
-CI_OUT = Path("results") / "ci-test"  # config/test.yaml's experiment
+CI_OUT = Path("results") / "ci-test"  # .test/config/test.yaml's experiment
 
 
 @pytest.mark.slow
@@ -82,7 +82,7 @@ def test_the_grid_benchmark_summarises_a_finished_run(ci_run):
         "--summarise",
         str(ci_run),
         "--configfile",
-        "config/test.yaml",
+        ".test/config/test.yaml",
     ]
     out = subprocess.run(
         command,
@@ -104,28 +104,30 @@ def test_the_grid_benchmark_summarises_a_finished_run(ci_run):
 @pytest.mark.slow
 def test_rerunning_one_cell_reruns_only_its_jobs(ci_run):
     target = f"results/ci-test/cells/{CI_CELLS[0]}/eval/results.json"
-    dry = snakemake(ci_run, "-n", "--configfile", "config/test.yaml", "--forcerun", "train", "--", target)
+    dry = snakemake(ci_run, "-n", "--configfile", ".test/config/test.yaml", "--forcerun", "train", "--", target)
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert job_counts(dry.stdout) == {"train": 1, "evaluate": 1, "total": 2}
     other = ci_run / CI_OUT / "cells" / CI_CELLS[1] / "eval" / "results.json"
     before = other.stat().st_mtime_ns, (ci_run / target).stat().st_mtime_ns
-    result = snakemake(ci_run, "--cores", "2", "--configfile", "config/test.yaml", "--forcerun", "train", "--", target)
+    result = snakemake(
+        ci_run, "--cores", "2", "--configfile", ".test/config/test.yaml", "--forcerun", "train", "--", target
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert other.stat().st_mtime_ns == before[0]
     assert (ci_run / target).stat().st_mtime_ns > before[1]
-    nothing = snakemake(ci_run, "-n", "--configfile", "config/test.yaml", "--", target)
+    nothing = snakemake(ci_run, "-n", "--configfile", ".test/config/test.yaml", "--", target)
     assert "Nothing to be done" in nothing.stdout + nothing.stderr
 
 
 @pytest.mark.slow
 def test_tables_and_figures_alone_are_rebuilt_from_existing_results(ci_run):
-    args = ("--configfile", "config/test.yaml", "--forcerun", "aggregate", "--allowed-rules", "aggregate")
+    args = ("--configfile", ".test/config/test.yaml", "--forcerun", "aggregate", "--allowed-rules", "aggregate")
     dry = snakemake(ci_run, "-n", *args, "--", "results/ci-test/tables/scores.csv")
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert job_counts(dry.stdout) == {"aggregate": 1, "total": 1}
     args = (
         "--configfile",
-        "config/test.yaml",
+        ".test/config/test.yaml",
         "--forcerun",
         "aggregate",
         "--allowed-rules",
@@ -199,7 +201,7 @@ def test_every_cell_is_in_mlflow_and_the_ui_shows_the_runs(ci_run, mlflow_server
 
 @pytest.mark.slow
 def test_the_html_report_holds_the_tables(ci_run):
-    result = snakemake(ci_run, "--configfile", "config/test.yaml", "--report", "results/ci-test/report.html")
+    result = snakemake(ci_run, "--configfile", ".test/config/test.yaml", "--report", "results/ci-test/report.html")
     assert result.returncode == 0, result.stderr[-3000:]
     report = (ci_run / CI_OUT / "report.html").read_text()
     assert "scores.csv" in report and "bias.csv" in report
@@ -252,7 +254,7 @@ def test_staleness_is_a_grid_axis():
 
 @pytest.mark.slow
 def test_two_configs_in_one_checkout_keep_their_own_trees_and_leave_tracked_files_alone(ci_run):
-    """After config/test.yaml (ci_run), a second config runs in the same checkout: both result
+    """After .test/config/test.yaml (ci_run), a second config runs in the same checkout: both result
     trees stay whole, no tracked file changes (figures go under results/<experiment>/), and the
     second config, whose base recipe is the first's, trains from the base the first built."""
     subprocess.run(["git", "init", "-q"], cwd=ci_run, check=True)

@@ -44,9 +44,10 @@ def draw_figures(tables: Path, out: Path) -> dict[str, str]:
 
 
 def load_config(name: str, overlay: str | None = None) -> dict:
-    """config/<name>.yaml, with config/overlays/<overlay>.yaml merged over it as Snakemake merges
-    a second --configfile."""
-    config = yaml.safe_load((ROOT / "config" / f"{name}.yaml").read_text())
+    """config/<name>.yaml (or the tests' .test/config/<name>.yaml), with
+    config/overlays/<overlay>.yaml merged over it as Snakemake merges a second --configfile."""
+    (path,) = [path for path in (ROOT / "config", ROOT / ".test" / "config") if (path / f"{name}.yaml").exists()]
+    config = yaml.safe_load((path / f"{name}.yaml").read_text())
     if overlay:
         from snakemake.utils import update_config
 

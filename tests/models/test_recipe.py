@@ -1,6 +1,7 @@
 """A built base's recipe: resolved before it is hashed, one folder per hash, spelled out whole
 for the build, and the corpus it names pinned (a change of the corpus must bump its version)."""
 
+import dataclasses
 import hashlib
 import random
 import subprocess
@@ -8,24 +9,27 @@ import sys
 
 import pytest
 
-from klrl.models import BUILT_MODELS, built_folder, recipe_options
-from klrl.models.build import add_pretrain_arguments
-from klrl.models.recipe import BUILD_VERSIONS, TinyConfig, build_arguments, recipe, recipe_hash, tiny_recipe
+from klrl.models import built_folder, recipe_options
+from klrl.models.build import add_arguments, run
+from klrl.models.builds import BUILT_MODELS
+from klrl.models.tiny_settings import TinyConfig
+from klrl.models.recipe import build_arguments, recipe_hash, recipe_settings
 
 # sha256 (16 hex) of the first 8 batches' tokens and labels of the default recipe's corpus
 # (steps=8: 6 clean batches, then 2 with corrupted answers). If this changes, the same recipe
-# builds another model: bump BUILD_VERSIONS["tiny"] and then this value.
+# builds another model: bump the tiny recipe's version (klrl.models.builds) and then this value.
 DEFAULT_CORPUS = "4a8066fd8ea0ef6c"
 
 
 def test_a_recipe_is_hashed_resolved_so_equal_recipes_share_a_folder():
     default = recipe_hash("tiny", None)
+    assert default == "a7903a8d7698"  # the folder every config with the default recipe reads
     assert recipe_hash("tiny", {}) == default == recipe_hash("tiny", {"steps": TinyConfig().steps})
     assert recipe_hash("tiny", {"steps": TinyConfig().steps + 1}) != default
     assert recipe_hash("tiny", {"floor": {"arith/t1": 0.01}}) != default  # the check is part of the recipe
     mix = {"arith": 0.7, "arith-long": 0.1, "arith-word": 0.2}
     assert recipe_hash("tiny", {"mix": dict(reversed(mix.items()))}) == recipe_hash("tiny", {"mix": mix})
-    assert recipe("tiny", {})["build_version"] == BUILD_VERSIONS["tiny"]
+    assert BUILT_MODELS["tiny"].recipe.version == 2  # the version in the pinned hash above
     config = {"models": {"tiny": {"pretrain": {"steps": 5}}}}
     assert (
         str(built_folder("tiny", config["models"])) == f"results/bases/tiny-{recipe_hash('tiny', {'steps': 5})}/model"
@@ -43,51 +47,66 @@ def test_a_smollm2_recipe_is_its_layers_and_the_whole_model_keeps_its_folder():
         str(built_folder("smollm2-135m", declared))
         == f"results/bases/smollm2-135m-{recipe_hash('smollm2-135m', {'layers': 2})}/model"
     )
-    assert build_arguments("smollm2-135m", {"layers": 2}) == ["--model", "smollm2-135m", "--layers", "2"]
-    assert build_arguments("smollm2-135m", {"layers": 30}) == ["--model", "smollm2-135m"]
+    assert build_arguments("smollm2-135m", {"layers": 2}) == ["--layers", "2"]
+    assert build_arguments("smollm2-135m", {"layers": 30}) == []
 
 
 def test_recipe_errors_are_one_line_and_name_the_key():
     with pytest.raises(ValueError, match="^models.tiny.pretrain: unknown key 'stpes'; known: hidden, layers"):
-        tiny_recipe({"stpes": 3})
-    with pytest.raises(ValueError, match="^mix: 'math' is not a task of the tiny base"):
-        tiny_recipe({"mix": {"math": 1.0}})
-    with pytest.raises(ValueError, match="^floor: 'arith/t2' is not '<task>/greedy' or '<task>/t1'"):
-        tiny_recipe({"floor": {"arith/t2": 0.5}})
+        recipe_settings("tiny", {"stpes": 3})
+    with pytest.raises(ValueError, match="^models.tiny.pretrain.mix: 'math' is not a task of the tiny base"):
+        recipe_settings("tiny", {"mix": {"math": 1.0}})
+    with pytest.raises(
+        ValueError, match="^models.tiny.pretrain.floor: 'arith/t2' is not '<task>/greedy' or '<task>/t1'"
+    ):
+        recipe_settings("tiny", {"floor": {"arith/t2": 0.5}})
+    with pytest.raises(ValueError, match=r"^models.tiny.pretrain.floor: \{'arith/t1': 1.5\} is not ≥ 0, ≤ 1$"):
+        recipe_settings("tiny", {"floor": {"arith/t1": 1.5}})
+    with pytest.raises(
+        ValueError, match="^models.tiny.pretrain.check_tasks: \\['math'\\] is not one of arith, arith-long"
+    ):
+        recipe_settings("tiny", {"check_tasks": ["math"]})  # before the floor's check across fields
+    with pytest.raises(ValueError, match="^models.tiny.pretrain.steps: 2.5 is a float; it must be an integer$"):
+        recipe_settings("tiny", {"steps": 2.5})
     with pytest.raises(
         ValueError,
-        match="^models.smollm2-135m.pretrain: smollm2-135m is converted, not pretrained; its recipe is models.smollm2-135m.convert$",
+        match="^models.smollm2-135m.pretrain: not a key of smollm2-135m; its recipe is models.smollm2-135m.convert$",
     ):
         recipe_options("smollm2-135m", {"smollm2-135m": {"pretrain": {"steps": 3}}})
     with pytest.raises(
-        ValueError, match="^models.tiny.convert: tiny is pretrained, not converted; its recipe is models.tiny.pretrain$"
+        ValueError, match="^models.tiny.convert: not a key of tiny; its recipe is models.tiny.pretrain$"
     ):
         recipe_options("tiny", {"tiny": {"convert": {"layers": 2}}})
     with pytest.raises(ValueError, match="^models.smollm2-135m.convert: unknown key 'steps'; known: layers$"):
-        recipe("smollm2-135m", {"steps": 3})
-    for layers in (0, 31, 2.5, True):
-        with pytest.raises(
-            ValueError, match=f"^models.smollm2-135m.convert.layers: {layers!r} is not a number of layers from 1 to 30$"
-        ):
-            recipe("smollm2-135m", {"layers": layers})
+        recipe_settings("smollm2-135m", {"steps": 3})
+    for layers, why in (
+        (0, "is not ≥ 1, ≤ 30"),
+        (31, "is not ≥ 1, ≤ 30"),
+        (2.5, "is a float; it must be an integer or null"),
+    ):
+        with pytest.raises(ValueError, match=f"^models.smollm2-135m.convert.layers: {layers!r} {why}$"):
+            recipe_settings("smollm2-135m", {"layers": layers})
     with pytest.raises(ValueError, match="'qwen' is not built here; built here: tiny, smollm2-135m"):
         built_folder("qwen")
 
 
-def test_the_build_command_spells_out_the_whole_recipe():
+def test_the_build_command_spells_out_the_whole_recipe(monkeypatch):
     """The options the workflow passes parse back to the recipe they came from, whatever the
     config left to the defaults: two configs with one recipe run one command."""
     import argparse
 
     options = {"steps": 7, "mix": {"arith": 1.0}, "floor": {"arith/greedy": 0.5}, "check_tasks": ["arith"]}
+    made = []
+    tiny = BUILT_MODELS["tiny"]
+    recorded = dataclasses.replace(tiny.recipe, make=lambda out, settings: made.append(settings) or "made")
+    monkeypatch.setitem(BUILT_MODELS, "tiny", dataclasses.replace(tiny, recipe=recorded))
     parser = argparse.ArgumentParser()
-    add_pretrain_arguments(parser)
+    add_arguments(parser, "tiny")
     args = parser.parse_args(["--out", "x", *build_arguments("tiny", options)])
-    parsed = {name: getattr(args, name) for name in TinyConfig.__dataclass_fields__}
-    assert TinyConfig(**parsed) == tiny_recipe(options)
-    assert build_arguments("tiny", options) == build_arguments("tiny", tiny_recipe(options).__dict__)
-    assert build_arguments("smollm2-135m", None) == ["--model", "smollm2-135m"]
-    assert set(BUILT_MODELS) == set(BUILD_VERSIONS)
+    run(args)
+    assert made == [recipe_settings("tiny", options)]
+    assert build_arguments("tiny", options) == build_arguments("tiny", recipe_settings("tiny", options).__dict__)
+    assert build_arguments("smollm2-135m", None) == []
 
 
 def test_the_default_corpus_is_pinned():
@@ -99,7 +118,7 @@ def test_the_default_corpus_is_pinned():
         tokens, labels, _mask = next(batches)
         digest.update(tokens.numpy().tobytes() + labels.numpy().tobytes())
     assert digest.hexdigest()[:16] == DEFAULT_CORPUS, (
-        "the corpus changed: bump BUILD_VERSIONS['tiny'], then DEFAULT_CORPUS"
+        "the corpus changed: bump the tiny recipe's version, then DEFAULT_CORPUS"
     )
 
 

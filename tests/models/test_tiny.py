@@ -7,7 +7,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from klrl.models import get_base_model
-from klrl.models.tiny import BOXED, END, TinyConfig, build_tokenizer, pretrain_tiny, render
+from klrl.models.tiny_settings import TinyConfig
+from klrl.models.tiny import BOXED, END, build_tokenizer, pretrain_tiny, render
 
 from conftest import TINY_TEST_MODEL as SMALL
 

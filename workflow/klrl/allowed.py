@@ -28,7 +28,8 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Allowed:
     """A range (any of its four ends) or a list of choices. None is always admitted: whether a
-    field may be None is its type's business. A tuple's items are each held to the bounds."""
+    field may be None is its type's business. A tuple's or a list's items, and a mapping's values,
+    are each held to the bounds or choices."""
 
     minimum: float | None = None
     exclusive_minimum: float | None = None
@@ -39,8 +40,10 @@ class Allowed:
     def admits(self, value) -> bool:
         if value is None:
             return True
-        if isinstance(value, tuple):
+        if isinstance(value, (tuple, list)):
             return all(self.admits(item) for item in value)
+        if isinstance(value, dict):
+            return all(self.admits(item) for item in value.values())
         if self.choices:
             return value in self.choices
         return (

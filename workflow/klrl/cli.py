@@ -1,8 +1,9 @@
 """`python -m klrl <verb> ...`: one verb per pipeline step.
 
-Each verb names the module that implements it, and that module's functions that declare the
-arguments and run the step; the module is imported only when its verb runs, so `--help`
-stays fast. A user's mistake (a ValueError or an OSError: a bad value, a missing or unreadable
+Each verb names the module that implements it, whose `add_arguments` declares the arguments
+and whose `run` runs the step; the module is imported only when its verb runs, so `--help`
+stays fast. Each model built here adds the build verb its declaration names
+(klrl.models.builds). A user's mistake (a ValueError or an OSError: a bad value, a missing or unreadable
 file, a locked cell) is one line on stderr and exit status 2; `--debug` (anywhere on the command
 line) shows the traceback instead.
 """
@@ -14,12 +15,12 @@ import importlib
 import sys
 from typing import NamedTuple
 
+from klrl.models.builds import BUILT_MODELS
+
 
 class Verb(NamedTuple):
-    module: str
+    module: str  # it has add_arguments(parser) and run(args)
     help: str
-    add_arguments: str = "add_arguments"
-    run: str = "run"
 
 
 VERBS = {
@@ -29,9 +30,6 @@ VERBS = {
         "klrl.verbs.audit", "another RL library's own KL code on the tabular policy: its exact gradient bias"
     ),
     "prepare-data": Verb("klrl.tasks.data", "write a task's JSONL splits and manifest"),
-    "pretrain-base": Verb(
-        "klrl.models.build", "pretrain the tiny base model from scratch", "add_pretrain_arguments", "run_pretrain"
-    ),
     "train": Verb("klrl.verbs.train", "RL-train one cell (on- or off-policy, any KL configuration)"),
     "evaluate": Verb("klrl.verbs.evaluate", "evaluate a model on tasks through lm-evaluation-harness (pass@1)"),
     "track-grid": Verb("klrl.tracking.experiment", "create a grid's MLflow experiment and runs, once, before its jobs"),
@@ -51,12 +49,6 @@ VERBS = {
     "ui": Verb("klrl.ui_server", "serve a config's MLflow store and print the address of its runs table"),
     "ui-screenshots": Verb(
         "klrl.ui_screenshots", "screenshots of the MLflow UI comparing cells' curves, for the README"
-    ),
-    "convert-base": Verb(
-        "klrl.models.build",
-        "convert a packaged model (SmolLM2) to a Hugging Face folder",
-        "add_convert_arguments",
-        "run_convert",
     ),
 }
 
@@ -95,8 +87,16 @@ def main(argv: list[str] | None = None) -> int:
         sub = verbs.add_parser(name, help=verb.help, description=verb.help, formatter_class=HelpFormatter)
         if name in argv:
             module = importlib.import_module(verb.module)
-            getattr(module, verb.add_arguments)(sub)
-            sub.set_defaults(run=getattr(module, verb.run))
+            module.add_arguments(sub)
+            sub.set_defaults(run=module.run)
+    for model in BUILT_MODELS.values():  # each model built here has the build verb its declaration names
+        name, summary = model.verb, model.recipe.summary
+        sub = verbs.add_parser(name, help=summary, description=summary, formatter_class=HelpFormatter)
+        if name in argv:
+            from klrl.models import build
+
+            build.add_arguments(sub, model.name)
+            sub.set_defaults(run=build.run)
     args = parser.parse_args(argv)
     try:
         args.run(args)

@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 
 import yaml
 
-from klrl.config_schema import train_schema
+from klrl.config_schema import model_schema, train_schema
 from klrl.files import read_yaml
 from klrl.objective.estimators import STANDARD_CONFIGS
 from klrl.tasks import TASKS, get_task
@@ -87,18 +87,18 @@ def task_problems(config: dict) -> list[str]:
 
 def recipe_problems(config: dict) -> list[str]:
     """Recipes of built models that no build could follow (klrl.models.recipe)."""
-    from klrl.models import BUILT_MODELS, recipe_options
-    from klrl.models.recipe import recipe
+    from klrl.models import recipe_options
+    from klrl.models.builds import BUILT_MODELS
+    from klrl.models.recipe import recipe_settings
 
     problems = []
     declared = config.get("models") or {}
     for name, spec in declared.items():
         if name in BUILT_MODELS and "hub" not in spec:
             try:
-                recipe(name, recipe_options(name, declared))
+                recipe_settings(name, recipe_options(name, declared))
             except ValueError as error:
-                key = BUILT_MODELS[name].build
-                problems.append(str(error) if str(error).startswith("models.") else f"models.{name}.{key}.{error}")
+                problems.append(str(error))
     return problems
 
 
@@ -116,8 +116,8 @@ def tracking_uri_problem(uri: str) -> str:
 
 def registry_problem(schema: dict, schema_path: Path) -> str:
     """Where the schema's generated $defs (klrl.config_schema) differ from the code: the enums of
-    KL configurations and tasks from the registries, the train section from TrainConfig ('' when
-    equal)."""
+    KL configurations and tasks from the registries, the train section from TrainConfig, a
+    model's keys from the built models' recipes ('' when equal)."""
     regenerate = "run `python -m klrl.config_docs`"
     for key, registry, home in (
         ("kl", STANDARD_CONFIGS, "klrl.objective.estimators.STANDARD_CONFIGS"),
@@ -135,17 +135,21 @@ def registry_problem(schema: dict, schema_path: Path) -> str:
                 else f"lists {home} in another order"
             )
             return f"{schema_path}: $defs.{key}.enum {what}: {regenerate}"
-    written, code = schema["$defs"]["train"]["properties"], train_schema()["properties"]
-    for name in [*code, *(name for name in written if name not in code)]:
-        if written.get(name) != code.get(name):
-            what = (
-                f"lacks {name!r}, a field of TrainConfig"
-                if name not in written
-                else f"has {name!r}, which TrainConfig has not"
-                if name not in code
-                else f"differs from TrainConfig's field {name!r}"
-            )
-            return f"{schema_path}: $defs.train {what}: {regenerate}"
+    for key, generated, home in (
+        ("train", train_schema(), "TrainConfig"),
+        ("model_settings", model_schema(), "a model's entry (klrl.models.builds)"),
+    ):
+        written, code = schema["$defs"].get(key, {}).get("properties", {}), generated["properties"]
+        for name in [*code, *(name for name in written if name not in code)]:
+            if written.get(name) != code.get(name):
+                what = (
+                    f"lacks {name!r}, a field of {home}"
+                    if name not in written
+                    else f"has {name!r}, which {home} has not"
+                    if name not in code
+                    else f"differs from {home}'s field {name!r}"
+                )
+                return f"{schema_path}: $defs.{key} {what}: {regenerate}"
     return ""
 
 

@@ -35,8 +35,8 @@ HEADER = """# Configuration
 
 A workflow config is a YAML file in this folder; Snakemake validates it against the schema before
 any job. `config/config.yaml` is the default (the whole study at toy scale on a laptop);
-`test.yaml` is the two-cell CI grid, `smollm2.yaml` a small real model, `paper.yaml` the paper's
-grid on GPUs. Run one with `snakemake --cores all --configfile config/<name>.yaml`; override
+`smollm2.yaml` a small real model, `paper.yaml` the paper's grid on GPUs; the tests' two-cell
+grid is `.test/config/test.yaml`. Run one with `snakemake --cores all --configfile config/<name>.yaml`; override
 keys of the default with `snakemake --cores all --config key=value`. `python -m klrl cells
 --config config/<name>.yaml` lists the cells a config makes.
 

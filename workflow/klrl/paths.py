@@ -29,6 +29,7 @@ WORKFLOW_FILES = (
     "workflow/schemas",
     "workflow/report",
     "config",
+    ".test",  # the tests' configs
     "envs",
     "profiles",
     "paper_figures",

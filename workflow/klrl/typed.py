@@ -35,16 +35,19 @@ import types
 import typing
 
 _TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+_PLURALS = {bool: "true or false values", int: "integers", float: "numbers", str: "strings"}
 
 
 def _describe(hint) -> str:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         return " or ".join("null" if arg is type(None) else _describe(arg) for arg in args)
-    if origin is tuple and args[-1] is Ellipsis:
-        return f"a list of {_describe(args[0])}s"
+    if (origin is tuple and args[-1] is Ellipsis) or origin is list:
+        return f"a list of {_PLURALS.get(args[0], _describe(args[0]))}"
     if origin is tuple:
         return f"a list of {len(args)} ({', '.join(_describe(arg) for arg in args)})"
+    if origin is dict:
+        return f"a mapping of names to {_PLURALS.get(args[1], _describe(args[1]))}"
     if dataclasses.is_dataclass(hint):
         return f"a mapping of {hint.__name__} settings"
     return _TYPE_NAMES.get(hint, getattr(hint, "__name__", str(hint)))
@@ -70,6 +73,14 @@ def coerce(value, hint, where: str):
         if not isinstance(value, (list, tuple)) or len(value) != len(args):
             raise ValueError(f"{where}: {value!r} must be {_describe(hint)}")
         return tuple(coerce(item, arg, f"{where}[{i}]") for i, (item, arg) in enumerate(zip(value, args)))
+    if origin is list:
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"{where}: {value!r} must be {_describe(hint)}")
+        return [coerce(item, args[0], f"{where}[{i}]") for i, item in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
+            raise ValueError(f"{where}: {value!r} must be {_describe(hint)}")
+        return {key: coerce(item, args[1], f"{where}.{key}") for key, item in value.items()}
     if dataclasses.is_dataclass(hint):
         if isinstance(value, hint):
             return value

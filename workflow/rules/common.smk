@@ -19,7 +19,8 @@ from klrl.grid import (
     used_tasks,
 )
 from klrl.grid_claims import report as kl_settings_report
-from klrl.models import BUILT_MODELS, get_base_model, recipe_options
+from klrl.models import get_base_model, recipe_options
+from klrl.models.builds import BUILT_MODELS
 from klrl.models.recipe import build_arguments, recipe_hash
 from klrl.paths import BASES, Layout
 from klrl.plan import grid_cells, plan_hash, plan_of

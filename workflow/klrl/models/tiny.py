@@ -27,7 +27,8 @@ from tokenizers import Tokenizer, decoders, models
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from klrl.files import sha256_file
-from klrl.models.recipe import TinyConfig, recipe_hash
+from klrl.models.base import recipe_digest
+from klrl.models.tiny_settings import BUILD_VERSION, TinyConfig
 from klrl.schedule import lr_factor
 from klrl.tasks.arith import pretraining_example
 
@@ -156,7 +157,7 @@ def pretrain_tiny(out_dir: Path, config: TinyConfig, log_every: int = 100) -> di
     competence = measure_competence(model, tokenizer, config)
     report = {
         "config": asdict(config),
-        "recipe_hash": recipe_hash("tiny", asdict(config)),
+        "recipe_hash": recipe_digest("tiny", BUILD_VERSION, asdict(config)),
         "parameters": sum(p.numel() for p in model.parameters()),
         "pretrain_seconds": seconds,
         "check_seconds": time.monotonic() - mark,
