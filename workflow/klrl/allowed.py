@@ -90,8 +90,16 @@ def setting(help: str, default=dataclasses.MISSING, factory=dataclasses.MISSING,
 
 def first_refused(instance) -> str | None:
     """The name of the first field (in declaration order) whose value its `Allowed` refuses."""
-    for f in dataclasses.fields(instance):
-        allowed = f.metadata.get("allowed")
-        if allowed and not allowed.admits(getattr(instance, f.name)):
-            return f.name
+    return first_refused_value(
+        type(instance), {f.name: getattr(instance, f.name) for f in dataclasses.fields(instance)}
+    )
+
+
+def first_refused_value(settings_class, values: dict) -> str | None:
+    """The first of `values` (field name → value, in their order) that its field's `Allowed`
+    in the dataclass `settings_class` refuses, before any instance exists."""
+    for name, value in values.items():
+        allowed = settings_class.__dataclass_fields__[name].metadata.get("allowed")
+        if allowed and not allowed.admits(value):
+            return name
     return None

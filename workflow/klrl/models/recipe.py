@@ -16,6 +16,7 @@ import json
 import typing
 from pathlib import Path
 
+from klrl.allowed import first_refused_value
 from klrl.models.base import recipe_digest
 from klrl.models.builds import BUILT_MODELS
 from klrl.paths import BASES
@@ -36,10 +37,9 @@ def recipe_settings(model: str, options: dict | None, where: str | None = None):
         raise ValueError(f"{where or model}: unknown key {unknown[0]!r}; known: {', '.join(known)}")
     hints = typing.get_type_hints(settings_class)
     values = {key: coerce(value, hints[key], prefix + key) for key, value in (options or {}).items()}
-    for key, value in values.items():  # each value on its own, before the checks across fields
-        allowed = settings_class.__dataclass_fields__[key].metadata.get("allowed")
-        if allowed and not allowed.admits(value):
-            raise ValueError(f"{prefix}{key}: {value!r} is not {allowed.describe()}")
+    if refused := first_refused_value(settings_class, values):  # each value, before the checks across fields
+        allowed = settings_class.__dataclass_fields__[refused].metadata["allowed"]
+        raise ValueError(f"{prefix}{refused}: {values[refused]!r} is not {allowed.describe()}")
     try:
         return settings_class(**values)
     except ValueError as error:
