@@ -22,7 +22,7 @@ from klrl.files import read_yaml
 from klrl.typed import check_fields, field_hint, from_mapping, parse_text
 
 GENERATION_BACKENDS = ("hf", "vllm")
-PRECISIONS = ("none", "bf16")  # bf16: bfloat16 compute over float32 master weights (FSDP)
+PRECISIONS = ("none", "bf16", "bf16-autocast")  # over float32 master weights: klrl.training.precision
 VLLM_DTYPES = ("float32", "bfloat16", "float16")
 LR_SCHEDULES = ("constant", "cosine")
 DEVICES = ("cpu", "cuda")
@@ -129,6 +129,10 @@ class TrainConfig:
     adam_betas: tuple[float, float] = setting(
         "AdamW betas", factory=lambda: (0.9, 0.99), allowed=Allowed(minimum=0, exclusive_maximum=1)
     )
+    fused_adamw: bool = setting(
+        "AdamW's fused kernel (torch's fused=True): one pass over the parameters, about 3× faster on a CPU than the default foreach kernel, equal to it up to rounding",
+        False,
+    )
     grad_clip: float = setting("gradient-norm clip", 1.0, allowed=Allowed(exclusive_minimum=0))
     lr_schedule: str = setting("constant or cosine (to 10% of lr)", "constant", allowed=Allowed(choices=LR_SCHEDULES))
     warmup_steps: int = setting("linear learning-rate warm-up steps", 0, allowed=Allowed(minimum=0))
@@ -154,7 +158,7 @@ class TrainConfig:
     )
     # memory (multi-GPU runs: klrl.training.distributed)
     mixed_precision: str = setting(
-        f"one of {PRECISIONS}: bf16 computes in bfloat16 through FSDP, float32 master weights and gradient reduction",
+        f"one of {PRECISIONS}, each over float32 master weights: bf16 computes in bfloat16 through FSDP (gradients reduced in float32); bf16-autocast runs the matrix products in bfloat16 by torch.autocast, without FSDP (the fast path of one CPU process)",
         "none",
         allowed=Allowed(choices=PRECISIONS),
     )

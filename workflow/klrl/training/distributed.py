@@ -2,9 +2,9 @@
 
 `setup` reads torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK) and starts the process
 group (nccl on cuda, gloo on cpu). Without torchrun (WORLD_SIZE unset or 1) it is a no-op and
-every function here acts on a plain model, unless mixed precision is asked: bf16 with fp32
-master weights is FSDP's MixedPrecisionPolicy, so a single process then joins a one-process
-group of its own.
+every function here acts on a plain model, unless `mixed_precision: bf16` is asked: bf16 with
+fp32 master weights is then FSDP's MixedPrecisionPolicy, so a single process joins a
+one-process group of its own (`bf16-autocast` needs no FSDP: klrl.training.precision).
 
 `Processes.shard` applies `torch.distributed.fsdp.fully_shard` to each decoder layer, then to the
 root. The parameters stay float32 (the master weights the optimizer updates); with bf16 they
@@ -273,7 +273,7 @@ def load_local_state(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> 
 
 
 def setup(device: str, mixed_precision: str = "none") -> Processes:
-    """Join the process group torchrun describes (or a one-process group for bf16 without it)."""
+    """Join the process group torchrun describes (or a one-process group for FSDP's bf16 without it)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if device == "cuda":
@@ -281,7 +281,7 @@ def setup(device: str, mixed_precision: str = "none") -> Processes:
             raise RuntimeError("device: cuda was asked but torch sees no CUDA device")
         torch.cuda.set_device(local_rank)
     where = torch.device(device, local_rank) if device == "cuda" else torch.device("cpu")
-    if world == 1 and mixed_precision == "none":
+    if world == 1 and mixed_precision != "bf16":
         return Processes(device=where)
     backend = "nccl" if device == "cuda" else "gloo"
     if not dist.is_initialized():

@@ -52,7 +52,7 @@ def completion_logits(
             tokens = rollout.completion_ids[:, : length - 1].to(device)
             out = model(input_ids=tokens, attention_mask=visible, position_ids=positions, **with_cache(model, cache))
             logits = torch.cat([logits, out.logits.float()], dim=1)
-    return logits / temperature if temperature > 0 else logits
+    return logits / temperature if temperature not in (0, 1) else logits  # ÷1 is exact: a vocabulary-wide copy saved
 
 
 def token_logp(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:

@@ -35,6 +35,7 @@ from klrl.objective.loss import LossConfig, penalised_advantages, update_loss
 from klrl.objective.policy_terms import normaliser
 from klrl.training import distributed
 from klrl.training.config import TrainConfig
+from klrl.training.precision import forward_precision
 from klrl.training.sampling import Rollout
 from klrl.training.scoring import combine_distribution_stats, completion_logits, distribution_stats, token_logp
 from klrl.training.seeds import seeded_generator
@@ -128,10 +129,12 @@ class Learner:
         return token_logp(logits, tokens), token_logp(ref_logits, tokens), behaviour_logp, exact
 
     def logits(self, model, rollout: Rollout) -> torch.Tensor:
-        """`model`'s logits of the rollout's completion tokens: one call for πθ, πref and μ, each
-        distinct prompt computed once unless activation checkpointing (which keeps no cache) is on."""
+        """`model`'s float32 logits of the rollout's completion tokens: one call for πθ, πref and μ,
+        each distinct prompt computed once unless activation checkpointing (which keeps no cache)
+        is on; the forward in the configured precision (klrl.training.precision)."""
         share = not self.config.activation_checkpointing
-        return completion_logits(model, rollout, self.config.temperature, self.device, share_prompts=share)
+        with forward_precision(self.config.mixed_precision, self.device):
+            return completion_logits(model, rollout, self.config.temperature, self.device, share_prompts=share)
 
     def diagnostics(self, scores: Scores, rewards: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor) -> dict:
         """The step's metrics before the update, computed once for the batch."""

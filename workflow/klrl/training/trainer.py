@@ -34,7 +34,8 @@ equal shares is the gradient of the whole batch. Metrics are averaged over proce
 alone writes files and logs to MLflow. Rank 0 alone reads the base model and hands every process
 its shards. The off-policy queue holds each process's own shards, and each process writes its own
 shards into a checkpoint; final/ holds full weights. With `mixed_precision: bf16` (FSDP even in one
-process) the model computes in bfloat16 over float32 master weights.
+process) or `bf16-autocast` the model computes in bfloat16 over float32 master weights
+(klrl.training.precision).
 
 Files in the output folder: metrics.jsonl (one line per step), status.json (completed or
 diverged, with the step and reason; written atomically after final/), config.yaml (resolved),
@@ -66,6 +67,7 @@ from klrl.training.checkpoint import load_checkpoint, remove_checkpoints, save_c
 from klrl.training.config import TrainConfig
 from klrl.training.distributed import load_local_state, local_rows, local_shards, local_state
 from klrl.training.periodic_eval import pass_at_1
+from klrl.training.precision import attention_implementation, forward_precision, hold_frozen_weights
 from klrl.training.prompts import PromptSchedule, encode_prompts, stop_token_ids
 from klrl.training.sampling import HFSampler, Rollout, completion_texts
 from klrl.training.seeds import seeded_generator
@@ -96,7 +98,11 @@ class Trainer:
         self.behaviour = self._model(source) if config.async_lag else None
         del source
         self.optimizer = torch.optim.AdamW(
-            self.policy.parameters(), lr=config.lr, weight_decay=config.weight_decay, betas=config.adam_betas
+            self.policy.parameters(),
+            lr=config.lr,
+            weight_decay=config.weight_decay,
+            betas=config.adam_betas,
+            fused=config.fused_adamw or None,  # None, not False: torch then picks its foreach kernel
         )
         cosine = config.lr_schedule == "cosine"
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -176,8 +182,13 @@ class Trainer:
                 )
         else:
             model = self._base_model()
+        attention = attention_implementation(config.mixed_precision)
+        if attention:
+            model.set_attn_implementation(attention)
         if not trainable:
             model.eval().requires_grad_(False)
+            if not self.procs.sharded:
+                hold_frozen_weights(model, config.mixed_precision)
         elif config.activation_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if not self.procs.sharded:
@@ -348,9 +359,10 @@ class Trainer:
         ]  # a chat template per prompt, not per sample
         actor.eval()
         self.sampler.sync(actor, version)
-        rollout = self.sampler.sample(
-            actor, prompts, seeded_generator(self.config.seed, "rollout", self.step), self.rows
-        )
+        with forward_precision(self.config.mixed_precision, self.device):
+            rollout = self.sampler.sample(
+                actor, prompts, seeded_generator(self.config.seed, "rollout", self.step), self.rows
+            )
         return rollout, group[self.rows]
 
     def close(self) -> None:
@@ -363,6 +375,13 @@ class Trainer:
         sampler = dataclasses.replace(self.sampler, temperature=1.0, top_p=1.0)
         sampler.sync(self.policy, self.step)
         generator = seeded_generator(self.config.seed, "eval")
-        return pass_at_1(
-            self.policy, self.tokenizer, sampler, self.eval_rows, self.reward_fn, self.config.eval_samples, generator
-        )
+        with forward_precision(self.config.mixed_precision, self.device):
+            return pass_at_1(
+                self.policy,
+                self.tokenizer,
+                sampler,
+                self.eval_rows,
+                self.reward_fn,
+                self.config.eval_samples,
+                generator,
+            )
