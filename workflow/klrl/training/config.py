@@ -158,7 +158,7 @@ class TrainConfig:
     )
     # memory (multi-GPU runs: klrl.training.distributed)
     mixed_precision: str = setting(
-        f"one of {PRECISIONS}, each over float32 master weights: bf16 computes in bfloat16 through FSDP (gradients reduced in float32); bf16-autocast runs the matrix products in bfloat16 by torch.autocast, without FSDP (the fast path of one CPU process)",
+        f"one of {PRECISIONS}, each over float32 master weights: bf16 computes in bfloat16 through FSDP (gradients reduced in float32); bf16-autocast runs the linear layers' products in bfloat16 by torch.autocast, which one process does without FSDP (the fast path of a CPU with AMX)",
         "none",
         allowed=Allowed(choices=PRECISIONS),
     )

@@ -6,7 +6,8 @@ paper trains; they differ in what runs in bfloat16:
   bfloat16 when it gathers a layer, so the whole forward (norms and softmax too) runs in
   bfloat16; a single process joins a one-process group for it. The paper-scale path.
 - `bf16-autocast`: `torch.autocast` runs the linear layers' matrix products in bfloat16 and
-  keeps the rest in float32, with no FSDP; attention runs in float32 too (`FLOAT32_ATTENTION`:
+  keeps the rest in float32, so one process needs no FSDP (under torchrun FSDP shards float32
+  weights); attention runs in float32 too (`FLOAT32_ATTENTION`:
   on a CPU, torch's fused attention is slower in bfloat16 than in float32, its backward about
   2.5× so). The fast path of one CPU process with bfloat16 matrix units (AMX), where FSDP's
   per-layer casts cost as much as they save (benchmarks/smollm2_step.py).
