@@ -20,10 +20,11 @@ and the token counts the steps had, divided by this CPU's measured one-thread ma
 the variant's dtype at the scoring's main shape. Decoding is bound by reading the weights
 rather than by arithmetic, so no variant can reach it; the fraction says how far each is.
 
-With `--side-by-side` it then times the two ways of using two cores for a grid: one job of two
-threads, or two jobs of one thread at once (what `jobs.threads: 1` and `--cores 2` do).
+With `--side-by-side` it times the two ways of using two cores for a grid, in this checkout's
+bf16-autocast: one job of two threads, or two jobs of one thread at once (what `jobs.threads: 1`
+and `--cores 2` do).
 
-    .venv/bin/python benchmarks/smollm2_step.py --baseline e156f09 [--config config/smollm2.yaml] [--reps 2] [--side-by-side]
+    .venv/bin/python benchmarks/smollm2_step.py [--baseline e156f09 ...] [--side-by-side] [--config config/smollm2.yaml] [--reps 2]
 """
 
 from __future__ import annotations
@@ -162,23 +163,21 @@ def prepare(config: Path) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--baseline", nargs="+", help="git revisions to compare with; the first is the speed-up's base (required)"
+        "--baseline", nargs="+", help="git revisions to compare the variants with; the first is the speed-up's base"
     )
     parser.add_argument("--config", type=Path, default=ROOT / "config/smollm2.yaml")
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument(
-        "--side-by-side", action="store_true", help="also time 1 job × 2 threads against 2 jobs × 1 thread"
-    )
+    parser.add_argument("--side-by-side", action="store_true", help="time 1 job × 2 threads against 2 jobs × 1 thread")
     parser.add_argument("--measure", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
         settings, out, warmup, steps = args.measure
         measure(Path(settings), Path(out), int(warmup), int(steps))
         return
-    if not args.baseline:
-        parser.error("--baseline is required")
+    if not (args.baseline or args.side_by_side):
+        parser.error("give --baseline, --side-by-side or both")
     sys.path.insert(0, str(ROOT / "benchmarks"))  # not in --measure: a baseline's klrl may lack what common imports
     from common import export_revision, machine, markdown_table, median, verdict
 
@@ -187,17 +186,18 @@ def main() -> None:
     model = json.loads((Path(cell["base_model"]) / "config.json").read_text())
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
-        code = {rev: export_revision(rev, work / rev) for rev in args.baseline} | {"this": ROOT}
-        variants = {rev: (rev, FLOAT32, "float32") for rev in args.baseline} | VARIANTS
-        steps: dict[str, list[dict]] = {name: [] for name in variants}
-        for rep in range(args.reps):
-            for name, (which, settings, _) in variants.items():
-                measured = run(code[which], cell | settings, work, args)
-                steps[name] += measured
-                print(rep, name, [round(step["total"], 2) for step in measured], flush=True)
-        print(variants_table(steps, variants, args.baseline[0], model, median, markdown_table))
-        fast, base = (median(step["total"] for step in steps[name]) for name in ("bf16-autocast", args.baseline[0]))
-        verdict(f"SmolLM2 RL step ≥ 2× {args.baseline[0]}", f"{base / fast:.2f}×", base / fast >= TARGET)
+        if args.baseline:
+            code = {rev: export_revision(rev, work / rev) for rev in args.baseline} | {"this": ROOT}
+            variants = {rev: (rev, FLOAT32, "float32") for rev in args.baseline} | VARIANTS
+            steps: dict[str, list[dict]] = {name: [] for name in variants}
+            for rep in range(args.reps):
+                for name, (which, settings, _) in variants.items():
+                    measured = run(code[which], cell | settings, work, args)
+                    steps[name] += measured
+                    print(rep, name, [round(step["total"], 2) for step in measured], flush=True)
+            print(variants_table(steps, variants, args.baseline[0], model, median, markdown_table))
+            fast, base = (median(step["total"] for step in steps[name]) for name in ("bf16-autocast", args.baseline[0]))
+            verdict(f"SmolLM2 RL step ≥ 2× {args.baseline[0]}", f"{base / fast:.2f}×", base / fast >= TARGET)
         if args.side_by_side:
             print(side_by_side_table(cell | VARIANTS["bf16-autocast"][1], work, args, median, markdown_table))
 
