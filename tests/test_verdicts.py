@@ -207,6 +207,7 @@ def test_aggregate_writes_the_claims_table_with_verdicts_from_the_data(planted_g
     absent = claims[claims["verdict"] == "not in this grid"]["claim"]
     assert set(absent) == {
         "k1-loss-worsens-with-beta",
+        "k1-loss-collapses",
         "k1-both-matches-k1-reward",
         "kl-stabilises-off-policy",
         "k3-loss-stabilises-off-policy",

@@ -84,6 +84,14 @@ CLAIMS = (
         "less",
     ),
     Claim(
+        "k1-loss-collapses",
+        "K1 in the loss is unstable: it collapses more often than K1 in the reward",
+        _pair("k1-loss", "k1-reward"),
+        "in",
+        "greater",
+        test="rate",
+    ),
+    Claim(
         "k3-reward-collapses",
         "K3 in the reward collapses at every β (more often than K1 in the reward)",
         _pair("k3-reward", "k1-reward"),
