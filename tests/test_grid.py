@@ -1,5 +1,6 @@
 """A cell's settings go from the grid to the train job's TrainConfig unchanged in value and type,
-and every config a user can run (config/*.yaml, and the paper with its CPU overlay) gets there."""
+and every config a user can run (config/*.yaml, the paper with its CPU overlay, the SmolLM2 pilot
+layered over its study) gets there."""
 
 import json
 import subprocess
@@ -19,6 +20,7 @@ CONFIGS = sorted(
     str(path.relative_to(ROOT)) for folder in ("config", ".test/config") for path in (ROOT / folder).glob("*.yaml")
 )
 PAPER_MINI = ("config/paper.yaml", "config/overlays/cpu-mini.yaml")
+SMOLLM2_PILOT = ("config/smollm2.yaml", "config/pilots/smollm2.yaml")
 
 
 def _load(*names: str) -> dict:
@@ -41,7 +43,7 @@ def _same_types(a, b, where: str = "") -> None:
         assert a == b, f"{where}: {a!r} != {b!r}"
 
 
-@pytest.mark.parametrize("names", [(name,) for name in CONFIGS] + [PAPER_MINI], ids="+".join)
+@pytest.mark.parametrize("names", [(name,) for name in CONFIGS] + [PAPER_MINI, SMOLLM2_PILOT], ids="+".join)
 def test_every_cell_reaches_its_train_config_with_identical_values_and_types(names, tmp_path):
     cells = expand_grid(_load(*names))
     assert cells

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from snakemake.utils import update_config
+
 from klrl.grid import expand_grid, job_resources
 from workflow_helpers import load_config
 
@@ -89,3 +91,18 @@ def test_the_cpu_miniature_keeps_every_group_and_axis_of_the_paper_grid():
         assert {key: cell.train[key] for key in same} == {key: original.train[key] for key in same}
         assert job_resources(mini, cell.model)["processes"] == 2 and cell.train["device"] == "cpu"
         assert cell.train["micro_batch_size"] < cell.train["prompts_per_step"] * cell.train["group_size"] // 2
+
+
+def test_the_smollm2_pilot_trains_the_studys_recipe_on_seeds_of_its_own():
+    """config/pilots/smollm2.yaml sized the study: each of its cells has the settings of the
+    study's cells of its policy but for the KL configuration, the steps and the seed, and no seed
+    of it is one of the study's (the study's analysis sees none of the data it was sized from)."""
+    study = load_config("smollm2")
+    layered = dict(study)
+    update_config(layered, yaml.safe_load((ROOT / "config" / "pilots" / "smollm2.yaml").read_text()))
+    study_cells, pilot_cells = expand_grid(study), expand_grid(layered)
+    assert not {c.seed for c in pilot_cells.values()} & {c.seed for c in study_cells.values()}
+    for cell in pilot_cells.values():
+        twin = next(c for c in study_cells.values() if c.train["async_lag"] == cell.train["async_lag"])
+        differ = {key for key in cell.train if cell.train[key] != twin.train[key]}
+        assert differ <= {"kl", "steps", "seed", "train_data", "eval_data"}, (cell.id, differ)
