@@ -20,9 +20,6 @@ from __future__ import annotations
 from contextlib import AbstractContextManager, nullcontext
 
 import torch
-from transformers import AttentionInterface
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 FLOAT32_ATTENTION = "sdpa-float32"
 
@@ -30,6 +27,8 @@ FLOAT32_ATTENTION = "sdpa-float32"
 def float32_attention(module, query, key, value, attention_mask, **kwargs):
     """transformers' SDPA attention on float32 queries, keys and values with autocast off; the
     output in the queries' dtype, as the layer expects."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
     with torch.autocast(query.device.type, enabled=False):
         output, weights = sdpa_attention_forward(
             module, query.float(), key.float(), value.float(), attention_mask, **kwargs
@@ -37,13 +36,19 @@ def float32_attention(module, query, key, value, attention_mask, **kwargs):
     return output.to(query.dtype), weights
 
 
-AttentionInterface.register(FLOAT32_ATTENTION, float32_attention)
-AttentionMaskInterface.register(FLOAT32_ATTENTION, sdpa_mask)  # the masks SDPA takes
-
-
 def attention_implementation(mixed_precision: str) -> str | None:
-    """The attention a model computes with under `mixed_precision` (None: the model's default)."""
-    return FLOAT32_ATTENTION if mixed_precision == "bf16-autocast" else None
+    """The attention a model computes with under `mixed_precision` (None: the model's default),
+    registered with transformers when it is ours. Registered on use, not at import: transformers'
+    attention registry loads its modeling code, which importing the trainer does not
+    (tests/test_imports.py holds that import light)."""
+    if mixed_precision != "bf16-autocast":
+        return None
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(FLOAT32_ATTENTION, float32_attention)
+    AttentionMaskInterface.register(FLOAT32_ATTENTION, sdpa_mask)  # the masks SDPA takes
+    return FLOAT32_ATTENTION
 
 
 def hold_frozen_weights(model: torch.nn.Module, mixed_precision: str) -> None:
