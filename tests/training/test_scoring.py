@@ -60,3 +60,13 @@ def test_equal_weights_give_equal_log_probs_bit_for_bit(talkative_base):
         stale = _masked_logp(frozen, rollout, share_prompts=True)
     assert trainable.requires_grad
     assert torch.equal(trainable.detach(), stale)
+
+
+def test_logits_are_those_of_the_sampling_temperature(talkative_base):
+    """Scoring divides the logits by the temperature the tokens were drawn at (not at 1, where
+    dividing is exact and skipped), so the log-probs are those of the sampling distribution."""
+    model, rollout = _rollout(talkative_base)
+    with torch.no_grad():
+        plain = completion_logits(model, rollout)
+        for temperature in (0.5, 2.0):
+            assert torch.equal(completion_logits(model, rollout, temperature), plain / temperature)
