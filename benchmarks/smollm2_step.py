@@ -178,8 +178,12 @@ def main() -> None:
         return
     if not (args.baseline or args.side_by_side):
         parser.error("give --baseline, --side-by-side or both")
-    sys.path.insert(0, str(ROOT / "benchmarks"))  # not in --measure: a baseline's klrl may lack what common imports
-    from common import export_revision, machine, markdown_table, median, verdict
+    from common import (
+        export_revision,
+        machine,
+        median,
+        verdict,
+    )  # not in --measure: a baseline's klrl may lack what common imports
 
     print(machine())
     cell = prepare(args.config.resolve())
@@ -195,15 +199,17 @@ def main() -> None:
                     measured = run(code[which], cell | settings, work, args)
                     steps[name] += measured
                     print(rep, name, [round(step["total"], 2) for step in measured], flush=True)
-            print(variants_table(steps, variants, args.baseline[0], model, median, markdown_table))
+            print(variants_table(steps, variants, args.baseline[0], model))
             fast, base = (median(step["total"] for step in steps[name]) for name in ("bf16-autocast", args.baseline[0]))
             verdict(f"SmolLM2 RL step ≥ 2× {args.baseline[0]}", f"{base / fast:.2f}×", base / fast >= TARGET)
         if args.side_by_side:
-            print(side_by_side_table(cell | VARIANTS["bf16-autocast"][1], work, args, median, markdown_table))
+            print(side_by_side_table(cell | VARIANTS["bf16-autocast"][1], work, args))
 
 
-def variants_table(steps: dict, variants: dict, base_name: str, model: dict, median, markdown_table) -> str:
+def variants_table(steps: dict, variants: dict, base_name: str, model: dict) -> str:
     """The token counts, the floor and one row per variant: medians over its timed steps."""
+    from common import markdown_table, median
+
     counts = {
         key: median(step[key] for step in steps["float32"])
         for key in ("prompts", "prompt_tokens", "completion_tokens", "rows")
@@ -235,9 +241,11 @@ def variants_table(steps: dict, variants: dict, base_name: str, model: dict, med
     return markdown_table(header + ["speed-up", "floor (s)", "of floor"], rows)
 
 
-def side_by_side_table(settings: dict, work: Path, args, median, markdown_table) -> str:
+def side_by_side_table(settings: dict, work: Path, args) -> str:
     """Two cores: one job of two threads against two jobs of one thread at once, interleaved;
     a grid's throughput is jobs × steps per minute."""
+    from common import markdown_table, median
+
     layouts = {"1 job × 2 threads": (2, 1), "2 jobs × 1 thread": (1, 2)}
     steps: dict[str, list[dict]] = {name: [] for name in layouts}
     for rep in range(args.reps):

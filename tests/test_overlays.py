@@ -1,5 +1,6 @@
 """Config overlays (config/overlays/*.yaml) change a grid's scale and nothing else."""
 
+import copy
 import fnmatch
 from pathlib import Path
 
@@ -98,7 +99,7 @@ def test_the_smollm2_pilot_trains_the_studys_recipe_on_seeds_of_its_own():
     study's cells of its policy but for the KL configuration, the steps and the seed, and no seed
     of it is one of the study's (the study's analysis sees none of the data it was sized from)."""
     study = load_config("smollm2")
-    layered = dict(study)
+    layered = copy.deepcopy(study)  # update_config merges into nested sections in place
     update_config(layered, yaml.safe_load((ROOT / "config" / "pilots" / "smollm2.yaml").read_text()))
     study_cells, pilot_cells = expand_grid(study), expand_grid(layered)
     assert not {c.seed for c in pilot_cells.values()} & {c.seed for c in study_cells.values()}
