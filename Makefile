@@ -144,8 +144,12 @@ readme-figures:
 
 # The README's results (claim verdicts, main table, Table 1) and figures from a finished run of
 # CONFIG: make readme-results CONFIG=config/study.yaml EXPERIMENT=study RUN_TIME="1 h 50 min on 2 cores".
+# CONTRAST=<experiment> also writes the contrast block: each claim whose verdict differs between
+# that run and this one (the SmolLM2 run's: CONTRAST=study).
+CONTRAST ?=
+
 readme-results: $(STAMP) readme-figures
-	$(BIN)/python -m klrl readme-results --tables results/$(EXPERIMENT)/tables --experiment $(EXPERIMENT) --config $(CONFIG) --run-time "$(RUN_TIME)"
+	$(BIN)/python -m klrl readme-results --tables results/$(EXPERIMENT)/tables --experiment $(EXPERIMENT) --config $(CONFIG) --run-time "$(RUN_TIME)" $(if $(CONTRAST),--contrast results/$(CONTRAST)/tables)
 
 # The README's MLflow UI screenshots (docs/figures/mlflow_*.png): CELLS' runs compared, from a
 # finished run of EXPERIMENT (make readme-screenshots EXPERIMENT=study CELLS="cell1 cell2 ...").

@@ -5,8 +5,8 @@ import sys
 
 from snakemake.utils import min_version, validate
 
-from klrl.config_check import check_config, named_files
-from klrl.snakemake_locks import own_locks, release_stale_locks
+from klrl.grid.config_check import check_config, named_files
+from klrl.grid.snakemake_locks import own_locks, release_stale_locks
 
 min_version("9.0")
 
@@ -20,12 +20,12 @@ if not workflow.overwrite_configfiles:
 
 
 # Locks left by a Snakemake killed with -9 (their owner, recorded at onstart, is gone) are
-# removed, so that the same command runs again without --unlock (klrl.snakemake_locks).
+# removed, so that the same command runs again without --unlock (klrl.grid.snakemake_locks).
 if workflow.is_main_process:
     release_stale_locks(".snakemake/locks")
 
 
-# Before anything else, a bad config is one line naming its file and the key (klrl.config_check),
+# Before anything else, a bad config is one line naming its file and the key (klrl.grid.config_check),
 # never a traceback; then Snakemake's validation, which fills in the defaults.
 try:
     check_config(config, named_files(workflow.overwrite_configfiles or ["config/config.yaml"]))

@@ -22,7 +22,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from klrl.evaluation.harness import Decoding, evaluate, lm_eval_task_name
-from klrl.rewards import get_reward
+from klrl.grading.rewards import get_reward
 from klrl.tasks.data import read_manifest, read_split
 from klrl.training.periodic_eval import problem_pass_at_1
 from klrl.training.sampling import HFSampler

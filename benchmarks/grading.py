@@ -1,4 +1,4 @@
-"""Grading hostile completions: the math reward's wall time per batch (klrl.verify_worker).
+"""Grading hostile completions: the math reward's wall time per batch (klrl.grading.verify_worker).
 
 Every completion is a distinct power tower `\\boxed{9^{9^{9^{N}}}}` against the reference 81:
 math-verify would compute it for hours, so each one costs the per-item timeout (2 s) in a
@@ -22,8 +22,8 @@ import time
 
 from common import machine, markdown_table, verdict
 
-from klrl import verify_worker
-from klrl.rewards import math_reward
+from klrl.grading import verify_worker
+from klrl.grading.rewards import math_reward
 
 _FRESH = itertools.count(3)
 KILL_SLACK = 5.0  # seconds past the batch deadline for the last kill and the template warm-up

@@ -42,7 +42,7 @@ from pathlib import Path
 import yaml
 
 from common import export_revision, machine, markdown_table, verdict
-from klrl.paths import BASES, WORKFLOW_FILES, Layout
+from klrl.core.paths import BASES, WORKFLOW_FILES, Layout
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"

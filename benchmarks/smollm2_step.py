@@ -145,8 +145,8 @@ def step_flops(model: dict, counts: dict) -> float:
 def prepare(config: Path) -> Path:
     """The settings of the config's first cell, its base model and task data built by Snakemake."""
     sys.path.insert(0, str(ROOT / "workflow"))
-    from klrl.config_check import read_config
-    from klrl.grid import expand_grid
+    from klrl.grid.config_check import read_config
+    from klrl.grid.expansion import expand_grid
 
     cell = next(iter(expand_grid(read_config(config)).values()))
     targets = [cell.train["base_model"] + "/config.json", str(Path(cell.train["train_data"]).parent / "manifest.json")]

@@ -89,7 +89,7 @@ def trl(args) -> list[dict]:
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from klrl.rewards import get_reward
+    from klrl.grading.rewards import get_reward
     from klrl.tasks.data import read_split
     from klrl.training.prompts import chat_messages
 

@@ -11,15 +11,15 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from klrl.files import read_jsonl
+from klrl.core.files import read_jsonl
 from klrl.objective.kl_config import KLConfig
 from klrl.models import built_folder
 from klrl.models.tiny_settings import TinyConfig
 from klrl.models.tiny import pretrain_tiny
-from klrl.paths import Layout
+from klrl.core.paths import Layout
 from klrl.tasks.data import prepare
 from klrl.training.config import TrainConfig
-from klrl.typed import from_mapping
+from klrl.core.typed import from_mapping
 
 # A model small enough to build in a second, its competence checked on 8 problems a task with no
 # floor. Its corpus and optimizer settings are spelled out, so a change of the default recipe
@@ -125,7 +125,7 @@ def talkative_folder(talkative_base, tmp_path) -> Path:
 
 
 def records(path: Path) -> list[dict]:
-    """The JSON objects of a JSONL file (klrl.files.read_jsonl), in file order."""
+    """The JSON objects of a JSONL file (klrl.core.files.read_jsonl), in file order."""
     return [line.record for line in read_jsonl(path)]
 
 

@@ -34,7 +34,7 @@ def wait_for(condition, process=None, seconds=300.0):
 
 
 def lock_holder(path):
-    """The pid a klrl.folder_lock file names, or None (no lock, or one being written)."""
+    """The pid a klrl.core.folder_lock file names, or None (no lock, or one being written)."""
     try:
         return json.loads(path.read_text())["pid"]
     except (OSError, ValueError):

@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from klrl import rewards
+from klrl.grading import rewards
 from klrl.cli import main
 from klrl.training import distributed, trainer
 

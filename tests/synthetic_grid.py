@@ -5,8 +5,8 @@ Every cell of the default grid gets a plausible curve and evaluation, written in
 diverged (K3 in reward on-policy, no KL off-policy), one seed of a configuration diverged (K1 in
 loss at the largest β), a configuration with no results at all (K2 in loss at the largest β),
 NaN values in a curve, and a toy table whose unbiased rows have a bias of exactly 0. The analysis
-plan is recorded before any cell's files (klrl.plan); seed 0's cells trained at commit
-`aaaa111` on 2026-12-01, the others at `bbbb222` on 2026-12-02 (klrl.provenance).
+plan is recorded before any cell's files (klrl.analysis.preregistration); seed 0's cells trained at commit
+`aaaa111` on 2026-12-01, the others at `bbbb222` on 2026-12-02 (klrl.core.provenance).
 
     python tests/synthetic_grid.py OUT    # writes OUT/results/... and OUT/results/tables/
 """
@@ -21,10 +21,10 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from klrl.aggregate import aggregate
-from klrl.grid import expand_grid, settings_json
-from klrl.paths import Layout
-from klrl.plan import record_plan
+from klrl.analysis.tables import aggregate
+from klrl.grid.expansion import expand_grid, settings_json
+from klrl.core.paths import Layout
+from klrl.analysis.preregistration import record_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = [0, 10, 20, 30, 40]

@@ -1,4 +1,4 @@
-"""klrl.aggregate: tables and figures from synthetic results: values against hand computation,
+"""klrl.analysis.tables: tables and figures from synthetic results: values against hand computation,
 missing and diverged cells shown as such, every figure drawn from a partial grid."""
 
 import json
@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from klrl.aggregate import aggregate
-from klrl.grid import parse_cell_id
+from klrl.analysis.tables import aggregate
+from klrl.grid.expansion import parse_cell_id
 
 from conftest import write_cell_settings
 from workflow_helpers import FIGURES, draw_figures

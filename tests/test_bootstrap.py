@@ -1,9 +1,9 @@
-"""klrl.bootstrap: the two-level bootstrap's coverage and width."""
+"""klrl.analysis.bootstrap: the two-level bootstrap's coverage and width."""
 
 import numpy as np
 import pytest
 
-from klrl.bootstrap import bootstrap_mean_ci
+from klrl.analysis.bootstrap import bootstrap_mean_ci
 
 
 def test_bootstrap_interval_covers_a_known_mean_at_its_level():

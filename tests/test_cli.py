@@ -3,6 +3,7 @@
 import csv
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,25 @@ def test_help_lists_the_verbs():
     assert result.returncode == 0
     for verb in ("describe", "toy-bias"):
         assert verb in result.stdout
+
+
+def test_every_verb_module_is_registered_and_loads_no_library_for_help():
+    """Each module of klrl.verbs is a verb of VERBS (the build verb: each built model's), and
+    `--help` with every verb's module imported loads none of the libraries they drive."""
+    from klrl.cli import VERBS
+    from klrl.verbs import build
+
+    package = Path(sys.modules["klrl.verbs"].__file__).parent
+    modules = {path.stem for path in package.glob("*.py")} - {"__init__"}
+    assert {verb.__name__.rpartition(".")[2] for verb in [*VERBS.values(), build]} == modules
+    assert all(callable(verb.add_arguments) and callable(verb.run) and verb.HELP for verb in VERBS.values())
+    code = (
+        "import sys, klrl.cli; "
+        "print(sorted(m for m in ('torch', 'pandas', 'mlflow', 'transformers', 'lm_eval', 'klrl.training', "
+        "'klrl.analysis', 'klrl.tracking') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_version_is_the_package_version(repo_root):

@@ -5,15 +5,15 @@ import dataclasses
 import pytest
 import yaml
 
-from klrl.config_check import SCHEMA
-from klrl.config_docs import README, render
-from klrl.grid import GRID_KEYS
+from klrl.grid.config_check import SCHEMA
+from klrl.reports.config_reference import README, render
+from klrl.grid.expansion import GRID_KEYS
 from klrl.training.config import TrainConfig
 
 
 def test_config_readme_is_the_generated_text(repo_root, monkeypatch):
     monkeypatch.chdir(repo_root)
-    assert README.read_text() == render(yaml.safe_load(SCHEMA.read_text())), "run `python -m klrl.config_docs`"
+    assert README.read_text() == render(yaml.safe_load(SCHEMA.read_text())), "run `python -m klrl config-docs`"
 
 
 def test_every_key_has_a_row_with_its_meaning(repo_root, monkeypatch):

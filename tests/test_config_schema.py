@@ -1,4 +1,4 @@
-"""The schema's generated part (klrl.config_schema) is the code's: the file is the generated text,
+"""The schema's generated part (klrl.grid.config_schema) is the code's: the file is the generated text,
 the schema refuses exactly the values TrainConfig and KLConfig refuse, and a field declared on
 TrainConfig reaches the schema, the workflow's check and `klrl train --help` with no other edit."""
 
@@ -9,10 +9,10 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from klrl import config_schema
-from klrl.allowed import Allowed, setting
-from klrl.config_check import SCHEMA, registry_problem
-from klrl.grid import GRID_KEYS
+from klrl.grid import config_schema
+from klrl.core.allowed import Allowed, setting
+from klrl.grid.config_check import SCHEMA, registry_problem
+from klrl.grid.expansion import GRID_KEYS
 from klrl.objective.kl_config import KL_OPTIONS, KLConfig
 from klrl.training import config as train_config
 from klrl.training.config import TrainConfig
@@ -26,7 +26,7 @@ def schema_text(repo_root):
 
 
 def test_the_schema_file_is_the_generated_text(schema_text):
-    assert config_schema.render(schema_text, str(SCHEMA)) == schema_text, "run `python -m klrl.config_docs`"
+    assert config_schema.render(schema_text, str(SCHEMA)) == schema_text, "run `python -m klrl config-docs`"
     assert registry_problem(yaml.safe_load(schema_text), SCHEMA) == ""
 
 
@@ -86,7 +86,7 @@ def test_a_field_declared_on_train_config_reaches_the_schema_the_check_and_the_h
     monkeypatch.setattr(config_schema, "TrainConfig", extended)
     monkeypatch.setattr(train_config, "TrainConfig", extended)
     assert registry_problem(yaml.safe_load(schema_text), SCHEMA) == (
-        f"{SCHEMA}: $defs.train lacks 'entropy_bonus', a field of TrainConfig: run `python -m klrl.config_docs`"
+        f"{SCHEMA}: $defs.train lacks 'entropy_bonus', a field of TrainConfig: run `python -m klrl config-docs`"
     )
     written = yaml.safe_load(config_schema.render(schema_text, str(SCHEMA)))
     assert written["$defs"]["train"]["properties"]["entropy_bonus"] == {
@@ -102,5 +102,5 @@ def test_a_bound_changed_in_the_code_stops_the_workflow_naming_the_field(schema_
     schema = yaml.safe_load(schema_text)
     schema["$defs"]["train"]["properties"]["group_size"]["minimum"] = 1
     assert registry_problem(schema, SCHEMA) == (
-        f"{SCHEMA}: $defs.train differs from TrainConfig's field 'group_size': run `python -m klrl.config_docs`"
+        f"{SCHEMA}: $defs.train differs from TrainConfig's field 'group_size': run `python -m klrl config-docs`"
     )

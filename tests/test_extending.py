@@ -15,17 +15,17 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from klrl.objective import estimators
 from klrl.objective.kl_config import KLConfig, check_standard_configs
 from klrl.objective.gradient_claims import claims_markdown, describe
-from klrl import config_schema
-from klrl.config_check import check_config, registry_problem
+from klrl.grid import config_schema
+from klrl.grid.config_check import check_config, registry_problem
 from klrl.objective.estimators import TOKEN_FORWARD_KL, Estimator, GradientClaim, check_registry
 from klrl.evaluation.harness import Decoding, evaluate
-from klrl.allowed import Allowed, setting
+from klrl.core.allowed import Allowed, setting
 from klrl.cli import main as klrl
-from klrl.grid import expand_grid
+from klrl.grid.expansion import expand_grid
 from klrl.models.base import BaseModel, Recipe
 from klrl.models.builds import BUILT_MODELS
 from klrl.models.recipe import build_arguments, recipe_hash
-from klrl.paths import METRICS
+from klrl.core.paths import METRICS
 from klrl.training.record import read_metrics, read_status
 from klrl.objective.kl import token_kl
 from klrl.tasks import TASKS, Task
@@ -39,7 +39,7 @@ SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def _regenerated_schema(tmp_path):
-    """Step "run `python -m klrl.config_docs`" of a recipe, its schema written to a copy."""
+    """Step "run `python -m klrl config-docs`" of a recipe, its schema written to a copy."""
     path = tmp_path / "schema.yaml"
     path.write_text(config_schema.render(SCHEMA.read_text(), str(SCHEMA)))
     return path
@@ -115,7 +115,7 @@ def test_the_workflow_refuses_a_schema_without_the_new_configuration_then_trains
     with_k4, tiny_base, tmp_path, monkeypatch
 ):
     assert registry_problem(yaml.safe_load(SCHEMA.read_text()), SCHEMA) == (
-        f"{SCHEMA}: $defs.kl.enum lacks 'k4-loss' of klrl.objective.estimators.STANDARD_CONFIGS: run `python -m klrl.config_docs`"
+        f"{SCHEMA}: $defs.kl.enum lacks 'k4-loss' of klrl.objective.estimators.STANDARD_CONFIGS: run `python -m klrl config-docs`"
     )
     config = load_config("test")
     config["groups"][0]["kl"] = ["k4-loss"]
@@ -245,7 +245,7 @@ def with_rescaled(monkeypatch, tiny_base):
 def test_a_new_built_model_is_built_by_its_verb_then_trains_a_cell(with_rescaled, tmp_path, monkeypatch):
     assert registry_problem(yaml.safe_load(SCHEMA.read_text()), SCHEMA) == (
         f"{SCHEMA}: $defs.model_settings lacks 'rescale', a field of a model's entry (klrl.models.builds): "
-        "run `python -m klrl.config_docs`"
+        "run `python -m klrl config-docs`"
     )
     schema = _regenerated_schema(tmp_path)  # step 3
     config = load_config("test")

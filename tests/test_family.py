@@ -1,5 +1,5 @@
-"""The claims table's decisions on planted effects, through the code a run uses (klrl.verdicts,
-klrl.family) on synthetic grids (klrl.simulation): a null family of 30 rows holds the family-wise
+"""The claims table's decisions on planted effects, through the code a run uses (klrl.analysis.verdicts,
+klrl.analysis.family) on synthetic grids (klrl.analysis.simulation): a null family of 30 rows holds the family-wise
 error rate at 5% (Holm), a planted +0.10 is found, a bimodal collapsing configuration against a
 stable one decides neither its mean nor its rate falsely, a configuration dead at an end of an
 axis decides nothing, and the exact and Holm computations give their textbook values."""
@@ -7,9 +7,17 @@ axis decides nothing, and the exact and Holm computations give their textbook va
 import numpy as np
 import pytest
 
-from klrl.family import ALPHA, holm, rate_test, seeds_for_equivalence
-from klrl.family_simulation import COLLAPSES_MORE, GREATER, GROWTH, Design, decide_grid, pooled_false, simulate_verdicts
-from klrl.simulation import Scenario, simulate_grid
+from klrl.analysis.family import ALPHA, holm, rate_test, seeds_for_equivalence
+from klrl.analysis.family_simulation import (
+    COLLAPSES_MORE,
+    GREATER,
+    GROWTH,
+    Design,
+    decide_grid,
+    pooled_false,
+    simulate_verdicts,
+)
+from klrl.analysis.simulation import Scenario, simulate_grid
 
 from synthetic_grid import write_grid
 
@@ -97,7 +105,7 @@ def test_power_collapse_fits_the_run_and_writes_its_block(tmp_path):
     collapsed in every seed, K1 in the loss at the largest β in one of two, the rest in none; the
     configuration with no results is left out. The table goes into the file's marked block."""
     from klrl.cli import main
-    from klrl.family_simulation import fit_collapse
+    from klrl.analysis.family_simulation import fit_collapse
 
     tables = write_grid(tmp_path / "grid")
     scenario, collapse = fit_collapse(tables)

@@ -27,7 +27,7 @@ from test_grid_faults import GRID_KILLS, ORPHANS_REFUSED
 from test_hostile_inputs import DEADLINE_TOWERS, EDITED_DATA, HOSTILE_COMPLETIONS, HOSTILE_ROWS, USER_MISTAKES
 
 from klrl.cli import main as klrl
-from klrl.folder_lock import FolderLocked, hold_lock
+from klrl.core.folder_lock import FolderLocked, hold_lock
 from klrl.training import trainer as trainer_module
 from klrl.training.record import MetricsLog, read_metrics, read_status
 

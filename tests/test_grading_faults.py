@@ -1,4 +1,4 @@
-"""The grading processes (klrl.verify_worker) killed or stopped from outside: replaced, and
+"""The grading processes (klrl.grading.verify_worker) killed or stopped from outside: replaced, and
 every answer that arrived counted, past an item's timeout or the batch's deadline."""
 
 import os
@@ -7,8 +7,8 @@ import threading
 import time
 from pathlib import Path
 
-from klrl.rewards import math_reward
-from klrl.verify_worker import WORKERS, grading_counts
+from klrl.grading.rewards import math_reward
+from klrl.grading.verify_worker import WORKERS, grading_counts
 
 KILLED_GRADERS = (
     3  # the template and every worker at once; workers under their items, the template stopped; past the deadline
@@ -29,8 +29,12 @@ def _children(pid: int) -> list[int]:
 
 
 def _grading_templates() -> list[int]:
-    """The pids of this process's math-verify template processes (klrl.verify_worker)."""
-    return [pid for pid in _children(os.getpid()) if b"klrl.verify_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    """The pids of this process's math-verify template processes (klrl.grading.verify_worker)."""
+    return [
+        pid
+        for pid in _children(os.getpid())
+        if b"klrl.grading.verify_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
 
 
 def test_killed_grading_processes_are_replaced():

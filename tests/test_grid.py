@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from klrl.grid import expand_grid, settings_json
-from klrl.paths import Layout
+from klrl.grid.expansion import expand_grid, settings_json
+from klrl.core.paths import Layout
 from klrl.training.config import TrainConfig, load_config
-from klrl.typed import from_mapping
+from klrl.core.typed import from_mapping
 from snakemake.utils import update_config
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,11 +1,11 @@
-"""The biased KL settings of a grid, listed once each from the registry's claims (klrl.grid_claims),
+"""The biased KL settings of a grid, listed once each from the registry's claims (klrl.grid.biased_settings),
 and `klrl describe --config` printing the same."""
 
 import subprocess
 import sys
 
-from klrl.grid import expand_grid
-from klrl.grid_claims import biased_lines, report
+from klrl.grid.expansion import expand_grid
+from klrl.grid.biased_settings import biased_lines, report
 from workflow_helpers import load_config
 
 

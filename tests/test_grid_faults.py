@@ -117,7 +117,7 @@ def test_kill_9_of_the_grid_and_of_snakemake_alone_then_reruns_equal_an_uninterr
     assert first.wait() == -signal.SIGKILL
     assert read_status(folder / OUT / "cells" / killed_cell / "train") is None
 
-    # 2. the same command again, no --unlock (the dead Snakemake's locks are released: klrl.snakemake_locks);
+    # 2. the same command again, no --unlock (the dead Snakemake's locks are released: klrl.grid.snakemake_locks);
     # this time only Snakemake is killed: its trainer, stopped, is an orphan
     second = start_snakemake(folder, *args, log=log)
     orphan_cell, orphan = _stop_mid_training(

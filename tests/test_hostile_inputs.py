@@ -10,9 +10,9 @@ import json
 import pytest
 import yaml
 
-from klrl import verify_worker
+from klrl.grading import verify_worker
 from klrl.cli import main as klrl
-from klrl.rewards import math_reward
+from klrl.grading.rewards import math_reward
 from klrl.tasks.data import RowLimits, prepare, read_split
 
 from conftest import tiny_settings

@@ -11,22 +11,20 @@ PACKAGE = Path(__file__).resolve().parents[1] / "workflow" / "klrl"
 
 # Bottom to top: a module is in the layer of its longest listed prefix.
 LAYERS = {
-    "base": ("klrl", "klrl.typed", "klrl.allowed", "klrl.files", "klrl.paths", "klrl.folder_lock", "klrl.provenance", "klrl.answers",
-             "klrl.verify_worker", "klrl.rewards", "klrl.schedule"),
+    "core": ("klrl", "klrl.core"),
+    "grading": ("klrl.grading",),
     "objective": ("klrl.objective",),
     "toy": ("klrl.toy",),
     "tasks": ("klrl.tasks",),
     "training": ("klrl.training",),
     "models and evaluation": ("klrl.models", "klrl.evaluation"),
-    "grid": ("klrl.config_check", "klrl.config_schema", "klrl.grid", "klrl.grid_claims"),
+    "grid": ("klrl.grid",),
     "tracking": ("klrl.tracking",),
-    "analysis": ("klrl.claims", "klrl.contrasts", "klrl.outcomes", "klrl.verdicts", "klrl.family", "klrl.simulation",
-                 "klrl.family_simulation", "klrl.bootstrap", "klrl.plan", "klrl.power", "klrl.aggregate",
-                 "klrl.readme_results"),
+    "analysis": ("klrl.analysis",),
     "audit": ("klrl.audit",),
-    "verbs": ("klrl.verbs", "klrl.cli", "klrl.__main__", "klrl.describe", "klrl.cells", "klrl.config_docs",
-              "klrl.ui_server", "klrl.ui_screenshots", "klrl.snakemake_locks"),
-}  # fmt: skip
+    "reports": ("klrl.reports",),
+    "verbs": ("klrl.verbs", "klrl.cli", "klrl.__main__"),
+}
 RANK = {prefix: rank for rank, prefixes in enumerate(LAYERS.values()) for prefix in prefixes}
 
 
@@ -123,3 +121,10 @@ def test_the_checks_catch_a_planted_upward_import_and_a_planted_circle():
     assert _upward(planted, "klrl.training.trainer") == ["klrl.tracking.runs"]
     assert _circles(planted)[0] == ["klrl.tracking.attempt_runs", "klrl.tracking.runs", "klrl.tracking.attempt_runs"]
     assert _layer("klrl.verbs.train") == _layer("klrl.cli")  # a subpackage's verb is at the top
+
+
+def test_no_two_modules_share_a_name_and_the_root_holds_only_the_command_line():
+    names = [module.rpartition(".")[2] for module, path in MODULES.items() if path.name != "__init__.py"]
+    assert sorted({name for name in names if names.count(name) > 1}) == []
+    root = {module for module, path in MODULES.items() if module.count(".") == 1 and path.name != "__init__.py"}
+    assert root == {"klrl.cli", "klrl.__main__"}, "a module of the root belongs in the subpackage of its concern"

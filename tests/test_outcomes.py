@@ -1,6 +1,6 @@
-"""klrl.outcomes: the training-outcome rule at its edges."""
+"""klrl.analysis.outcomes: the training-outcome rule at its edges."""
 
-from klrl.outcomes import classify
+from klrl.analysis.outcomes import classify
 
 
 def test_behaviour_rule_edges():

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
-from klrl.grid import expand_grid, job_resources
+from klrl.grid.expansion import expand_grid, job_resources
 from workflow_helpers import load_config
 
 ROOT = Path(__file__).resolve().parents[1]

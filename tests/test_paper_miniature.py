@@ -6,7 +6,7 @@ first (marker `longest`, tests/conftest.py)."""
 import pandas as pd
 import pytest
 import yaml
-from klrl.grid import expand_grid
+from klrl.grid.expansion import expand_grid
 from workflow_helpers import FIGURES, copy_workflow, load_config, snakemake, train_commands
 
 

@@ -1,4 +1,4 @@
-"""klrl.plan and klrl.provenance: the plan hashed before the first cell trains, recorded again only
+"""klrl.analysis.preregistration and klrl.core.provenance: the plan hashed before the first cell trains, recorded again only
 when it changes, compared with what the analysis ran; every commit a run's cells trained at with
 their count and dates; both named in the README's generated blocks."""
 
@@ -7,11 +7,11 @@ import json
 import pandas as pd
 import yaml
 
-from klrl.aggregate import aggregate
+from klrl.analysis.tables import aggregate
 from klrl.cli import main
-from klrl.paths import Layout
-from klrl.plan import grid_cells, plan_hash, plan_of, record_plan
-from klrl.provenance import commit_rows
+from klrl.core.paths import Layout
+from klrl.analysis.preregistration import grid_cells, plan_hash, plan_of, record_plan
+from klrl.core.provenance import commit_rows
 
 from synthetic_grid import ROOT, write_grid
 
@@ -52,7 +52,7 @@ def test_the_plan_is_recorded_before_the_cells_and_the_analysis_follows_it(tmp_p
         + "` (`klrl plan`), recorded "
     )
     assert text.count(header) == 2  # the claims block and the variance block
-    assert "before any cell finished: the analysis followed it. Tests: `klrl.claims`" in text
+    assert "before any cell finished: the analysis followed it. Tests: `klrl.analysis.claims`" in text
 
 
 def test_a_plan_changed_after_results_is_a_new_plan_and_the_readme_says_the_analysis_did_not_follow_the_first(tmp_path):

@@ -6,8 +6,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from klrl.answers import as_rational, extract_boxed, normalize
-from klrl.rewards import REWARDS, arithmetic_reward, countdown_reward, get_reward, math_reward
+from klrl.grading.answers import as_rational, extract_boxed, normalize
+from klrl.grading.rewards import REWARDS, arithmetic_reward, countdown_reward, get_reward, math_reward
 
 TIMEOUT = 1.0  # per-item deadline for hostile inputs, shorter than the default to keep tests quick
 SLACK = 20.0  # a call may also wait for the worker to start; a hang would never return

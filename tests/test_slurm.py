@@ -19,8 +19,8 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from klrl.grid import eval_job_resources, expand_grid, job_resources
-from klrl.paths import RUN_RECORD, WORKFLOW_FILES
+from klrl.grid.expansion import eval_job_resources, expand_grid, job_resources
+from klrl.core.paths import RUN_RECORD, WORKFLOW_FILES
 from klrl.tracking.runs import KEY_TAG
 from klrl.tracking.server import postgres_bin, tracking_server
 from klrl.training.checkpoint import checkpoint_folders

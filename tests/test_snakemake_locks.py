@@ -1,12 +1,12 @@
 """Snakemake's locks left by a Snakemake killed with -9 are removed when their recorded owner is
-gone; live owners' locks, other hosts' and unrecorded ones stay (klrl.snakemake_locks)."""
+gone; live owners' locks, other hosts' and unrecorded ones stay (klrl.grid.snakemake_locks)."""
 
 import json
 import socket
 import subprocess
 import sys
 
-from klrl.snakemake_locks import own_locks, release_stale_locks
+from klrl.grid.snakemake_locks import own_locks, release_stale_locks
 
 
 def _dead_pid() -> int:

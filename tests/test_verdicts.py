@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from klrl.aggregate import aggregate
-from klrl.contrasts import SeedPool, contrast
-from klrl.grid import expand_grid
-from klrl.simulation import Scenario, simulate_grid
-from klrl.claims import CLAIMS
-from klrl.family import decide, mean_test
+from klrl.analysis.tables import aggregate
+from klrl.analysis.contrasts import SeedPool, contrast
+from klrl.grid.expansion import expand_grid
+from klrl.analysis.simulation import Scenario, simulate_grid
+from klrl.analysis.claims import CLAIMS
+from klrl.analysis.family import decide, mean_test
 
 from conftest import write_cell_settings
 from workflow_helpers import load_config
@@ -231,7 +231,7 @@ def test_the_variance_table_holds_the_pooled_seed_and_residual_sds(planted_grid)
     assert row["residual_sd"] == pytest.approx(np.sqrt(sum(np.square(r).sum() for r in residuals) / (4 * 2 * 149)))
 
 
-def test_readme_results_rewrites_only_the_claims_block_from_the_table(planted_grid, tmp_path):
+def test_readme_results_rewrites_only_the_claims_block_from_the_table(planted_grid, tmp_path, capsys):
     root, _ = planted_grid
     readme = tmp_path / "README.md"
     readme.write_text(
@@ -273,17 +273,57 @@ def test_readme_results_rewrites_only_the_claims_block_from_the_table(planted_gr
     readme.write_text(
         "<!-- claims:study:begin -->\n<!-- claims:study:end -->\n<!-- table:study:nonesuch:begin -->\n<!-- table:study:nonesuch:end -->\n"
     )
-    with pytest.raises(SystemExit, match="table:study:nonesuch block but the run has no such table"):
-        _readme_results(root, readme, "c", "1 s")
+    capsys.readouterr()
+    assert _readme_results(root, readme, "c", "1 s") == 2
+    assert "table:study:nonesuch block but the run has no such table" in capsys.readouterr().err
     readme.write_text("no markers\n")
-    with pytest.raises(SystemExit, match="no <!-- claims:study:begin -->"):
-        _readme_results(root, readme, "c", "1 s")
+    assert _readme_results(root, readme, "c", "1 s") == 2
+    assert "no <!-- claims:study:begin -->" in capsys.readouterr().err
     assert readme.read_text() == "no markers\n"
+
+
+def _claim_rows(model: str, rows: list[tuple[str, str]]) -> pd.DataFrame:
+    """A claims table of (claim, verdict) rows on `model`, the paper's words being the claim's name."""
+    return pd.DataFrame([{"claim": c, "paper": f"words of {c}", "model": model, "verdict": v} for c, v in rows])
+
+
+def test_the_contrast_block_has_one_sentence_per_claim_whose_verdict_differs(planted_grid, tmp_path, capsys):
+    from klrl.reports.readme_blocks import contrast_block
+
+    toy = _claim_rows(
+        "tiny",
+        [("same", "reproduced"), ("same", "inconclusive"), ("flips", "reproduced"), ("mixes", "reproduced"),
+         ("undecided", "at floor"), ("only-toy", "reproduced"), ("untested-here", "contradicted")],
+    )  # fmt: skip
+    smol = _claim_rows(
+        "smollm2",
+        [("same", "reproduced"), ("flips", "inconclusive"), ("flips", "at floor"), ("mixes", "reproduced"),
+         ("mixes", "contradicted"), ("undecided", "at floor"), ("untested-here", "not in this grid")],
+    )  # fmt: skip
+    lines = contrast_block("smol", smol, toy, Path("results/study/tables")).splitlines()
+    assert lines[0] == "<!-- contrast:smol:begin -->" and lines[-1] == "<!-- contrast:smol:end -->"
+    assert "of the 4 claims tested in both, the 2 whose verdict differs" in lines[1]
+    assert lines[3:-1] == [
+        "- words of flips: **reproduced** on tiny (rows: 1 reproduced), **inconclusive or at floor** on smollm2 "
+        "(rows: 1 inconclusive, 1 at floor).",
+        "- words of mixes: **reproduced** on tiny (rows: 1 reproduced), **mixed** on smollm2 "
+        "(rows: 1 reproduced, 1 contradicted).",
+    ]
+    root, _ = planted_grid  # through the verb: the block rewritten, a missing table named in one line
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        "<!-- claims:study:begin -->\n<!-- claims:study:end -->\n<!-- contrast:study:begin -->\n<!-- contrast:study:end -->\n"
+    )
+    assert _readme_results(root, readme, "c", "1 s", "--contrast", str(root / "tables")) == 0
+    assert "claims tested in both, the 0 whose verdict differs" in readme.read_text()
+    assert "No claim differs." in readme.read_text()
+    assert _readme_results(root, readme, "c", "1 s", "--contrast", str(tmp_path)) == 2
+    assert f"{tmp_path / 'claims.csv'}: no claims table to contrast with" in capsys.readouterr().err
 
 
 def test_power_and_seeds_needed_follow_the_effect_and_the_seed_spread(capsys):
     from klrl.cli import main
-    from klrl.power import power, seeds_needed
+    from klrl.analysis.power_study import power, seeds_needed
 
     quiet = Scenario(seed_sd=0.01, seeds=3)
     assert power(quiet, effect=0.2, grids=50) == 1.0
@@ -299,4 +339,4 @@ def _readme_results(root, readme, config, run_time, *extra):
     from klrl.cli import main
 
     tables = ["--tables", str(root / "tables"), "--experiment", "study", "--readme", str(readme)]
-    main(["readme-results", *tables, "--config", config, "--run-time", run_time, *extra])
+    return main(["readme-results", *tables, "--config", config, "--run-time", run_time, *extra])

@@ -33,7 +33,7 @@ from klrl.training.scoring import completion_logits, token_logp
 from klrl.training.seeds import seeded_generator
 from klrl.training.record import read_metrics
 from klrl.training.trainer import Trainer
-from klrl.typed import from_mapping
+from klrl.core.typed import from_mapping
 
 from conftest import records
 

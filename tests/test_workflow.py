@@ -7,9 +7,9 @@ from functools import reduce
 import pytest
 import yaml
 from klrl.cli import main as klrl
-from klrl.config_check import SCHEMA
-from klrl.grid import cell_id, expand_grid, parse_cell_id
-from klrl.grid_claims import report
+from klrl.grid.config_check import SCHEMA
+from klrl.grid.expansion import cell_id, expand_grid, parse_cell_id
+from klrl.grid.biased_settings import report
 from klrl.models.builds import BUILT_MODELS
 from klrl.models.tiny_settings import TinyConfig
 from klrl.models.recipe import recipe_hash

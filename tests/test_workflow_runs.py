@@ -14,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from klrl.grid import expand_grid, parse_cell_id
-from klrl.provenance import source_commit
-from klrl.ui_screenshots import CHROMIUM, capture
+from klrl.grid.expansion import expand_grid, parse_cell_id
+from klrl.core.provenance import source_commit
+from klrl.reports.mlflow_screenshots import CHROMIUM, capture
 from workflow_helpers import ROOT, copy_workflow, job_counts, load_config, snakemake
 from klrl.tracking.mlflow_process import mlflow_server as serve_mlflow
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from klrl.paths import WORKFLOW_FILES
+from klrl.core.paths import WORKFLOW_FILES
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"

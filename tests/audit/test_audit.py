@@ -5,7 +5,7 @@ settings estimate the gradients the registry names, and the README's block is a 
 import pytest
 import torch
 
-from klrl.verbs.audit import markdown, readme_block
+from klrl.audit.report import markdown, readme_block
 from klrl.audit.gradients import AuditSetting, audit_rows, expected_gradient
 from klrl.objective.kl_config import KLConfig
 from klrl.objective.loss import batch_loss

@@ -10,7 +10,7 @@ import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from klrl.evaluation.harness import Decoding, evaluate
-from klrl.rewards import arithmetic_reward
+from klrl.grading.rewards import arithmetic_reward
 from klrl.tasks.data import prepare, read_split
 
 from conftest import records

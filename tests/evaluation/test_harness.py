@@ -7,7 +7,7 @@ import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from klrl.evaluation.harness import Decoding, evaluate, lm_eval_task_name, write_task_configs
-from klrl.rewards import arithmetic_reward
+from klrl.grading.rewards import arithmetic_reward
 from klrl.tasks import TASKS
 from klrl.tasks.data import prepare, read_split
 from klrl.training.periodic_eval import pass_at_1

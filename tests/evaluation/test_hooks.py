@@ -1,7 +1,7 @@
 """klrl.evaluation.lm_eval_tasks.hooks: grading is the training reward."""
 
 from klrl.evaluation.lm_eval_tasks.hooks import grade
-from klrl.rewards import math_reward
+from klrl.grading.rewards import math_reward
 
 
 def test_grading_is_the_training_reward():

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from klrl.models import built_folder, recipe_options
-from klrl.models.build import add_arguments, run
+from klrl.verbs.build import add_arguments, run
 from klrl.models.builds import BUILT_MODELS
 from klrl.models.tiny_settings import TinyConfig
 from klrl.models.recipe import build_arguments, recipe_hash, recipe_settings

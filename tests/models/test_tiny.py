@@ -118,7 +118,7 @@ def test_batches_fit_the_token_budget_and_label_only_the_answers():
 
 
 def test_the_build_records_its_recipe_competence_and_weights(folder):
-    from klrl.files import sha256_file
+    from klrl.core.files import sha256_file
     from klrl.models.recipe import recipe_hash
 
     report = json.loads((folder / "klrl_pretrain.json").read_text())
@@ -153,7 +153,7 @@ def test_the_competence_check_scores_what_klrl_evaluate_scores(talkative_base, t
     """Greedy, the build's check and lm-eval score the same held-out problems the same: the
     random-weight model's varied completions, graded by a planted reward that some earn, give
     a number that is neither 0 nor 1 and equal in both."""
-    from klrl import rewards
+    from klrl.grading import rewards
     from klrl.evaluation.harness import Decoding, evaluate, lm_eval_task_name
     from klrl.models.competence import MAX_NEW_TOKENS, measure_competence
     from klrl.tasks.data import prepare

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from klrl.rewards import get_reward
+from klrl.grading.rewards import get_reward
 from klrl.tasks.arith import corrupt, generate, is_test_problem, pretraining_example, space_size
 
 

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from klrl.files import sha256_file
-from klrl.rewards import get_reward
+from klrl.core.files import sha256_file
+from klrl.grading.rewards import get_reward
 from klrl.tasks import MATH_INSTRUCTION
 from klrl.tasks.data import prepare, read_split
 

@@ -78,7 +78,7 @@ def test_mmlu_hub_branch(fake_datasets):
 
 def test_mmlu_prompts_ask_for_a_boxed_letter_not_a_number():
     from klrl.tasks import MATH_INSTRUCTION, MMLU_INSTRUCTION, get_task
-    from klrl.rewards import REWARDS
+    from klrl.grading.rewards import REWARDS
 
     for subject in mmlu.SUBJECTS:
         task = get_task("mmlu-" + subject.replace("_", "-"))

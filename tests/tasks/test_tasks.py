@@ -2,7 +2,7 @@
 
 import pytest
 
-from klrl.rewards import get_reward
+from klrl.grading.rewards import get_reward
 from klrl.tasks import TASKS, get_task, load_rows
 
 

@@ -28,7 +28,7 @@ from klrl.training.config import TrainConfig
 from klrl.tracking.attempt_runs import tracker_from_args
 from klrl.tracking.runs import Tracker
 from klrl.training.record import write_status
-from klrl.typed import from_mapping
+from klrl.core.typed import from_mapping
 from klrl.tracking.mlflow_process import mlflow_server as serve_mlflow
 
 from conftest import tiny_settings

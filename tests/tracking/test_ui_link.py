@@ -12,7 +12,7 @@ import yaml
 
 from klrl.cli import main as klrl
 from klrl.tracking.experiment import track_grid
-from klrl.ui_screenshots import CHROMIUM
+from klrl.reports.mlflow_screenshots import CHROMIUM
 from klrl.tracking.mlflow_process import free_port
 
 CELL = "tiny__k1-reward__b0.1__on__s0"

@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from klrl.rewards import get_reward
+from klrl.grading.rewards import get_reward
 from klrl.training.prompts import encode_prompts, stop_token_ids
 from klrl.training.sampling import HFSampler, completion_texts
 from paper_models import PAPER_MODELS, write_paper_model, write_tokenizer

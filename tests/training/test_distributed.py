@@ -24,7 +24,7 @@ from klrl.training.record import read_metrics
 from safetensors.torch import load_file
 
 from conftest import tiny_config, tiny_settings
-from klrl.grid import expand_grid
+from klrl.grid.expansion import expand_grid
 from paper_models import PAPER_MODELS, write_paper_model
 from workflow_helpers import load_config
 

@@ -17,7 +17,7 @@ from klrl.training import trainer as trainer_module
 from klrl.training.checkpoint import checkpoint_folders
 from klrl.training.sampling import HFSampler
 from klrl.training.scoring import completion_logits, token_logp
-from klrl.provenance import source_commit, utc_now
+from klrl.core.provenance import source_commit, utc_now
 from klrl.training.record import read_metrics
 from klrl.training.trainer import Trainer
 

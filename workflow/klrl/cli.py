@@ -1,55 +1,62 @@
 """`python -m klrl <verb> ...`: one verb per pipeline step.
 
-Each verb names the module that implements it, whose `add_arguments` declares the arguments
-and whose `run` runs the step; the module is imported only when its verb runs, so `--help`
-stays fast. Each model built here adds the build verb its declaration names
-(klrl.models.builds). A user's mistake (a ValueError or an OSError: a bad value, a missing or unreadable
-file, a locked cell) is one line on stderr and exit status 2; `--debug` (anywhere on the command
-line) shows the traceback instead.
+The verbs are the modules of klrl.verbs, registered in VERBS below: each has HELP, `add_arguments`
+(its options) and `run` (the step), and imports the library it drives only inside them, so that
+`--help` and every other verb stay fast. Each model built here adds the build verb its
+declaration names (klrl.models.builds, run by klrl.verbs.build). A user's mistake (a ValueError
+or an OSError: a bad value, a missing or unreadable file, a locked cell) is one line on stderr and
+exit status 2; `--debug` (anywhere on the command line) shows the traceback instead.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
-from typing import NamedTuple
 
 from klrl.models.builds import BUILT_MODELS
-
-
-class Verb(NamedTuple):
-    module: str  # it has add_arguments(parser) and run(args)
-    help: str
-
+from klrl.verbs import (
+    aggregate,
+    audit,
+    build,
+    cells,
+    config_docs,
+    describe,
+    evaluate,
+    plan,
+    power,
+    prepare_data,
+    readme_results,
+    toy_bias,
+    track_files,
+    track_grid,
+    track_reconcile,
+    tracking_load,
+    tracking_server,
+    train,
+    ui,
+    ui_screenshots,
+)
 
 VERBS = {
-    "describe": Verb("klrl.describe", "print what each KL configuration's expected gradient is"),
-    "toy-bias": Verb("klrl.toy.bias", "exact gradient bias and Monte Carlo variance on a tabular policy"),
-    "audit": Verb(
-        "klrl.verbs.audit", "another RL library's own KL code on the tabular policy: its exact gradient bias"
-    ),
-    "prepare-data": Verb("klrl.tasks.data", "write a task's JSONL splits and manifest"),
-    "train": Verb("klrl.verbs.train", "RL-train one cell (on- or off-policy, any KL configuration)"),
-    "evaluate": Verb("klrl.verbs.evaluate", "evaluate a model on tasks through lm-evaluation-harness (pass@1)"),
-    "track-grid": Verb("klrl.tracking.experiment", "create a grid's MLflow experiment and runs, once, before its jobs"),
-    "track-reconcile": Verb("klrl.tracking.reconcile", "end the MLflow runs left RUNNING by jobs that ended (killed)"),
-    "track-files": Verb("klrl.tracking.figures", "attach files (the figures) to a grid's MLflow run"),
-    "plan": Verb("klrl.plan", "write a config's analysis plan and its hash (before the first cell trains)"),
-    "tracking-server": Verb(
-        "klrl.tracking.server", "an MLflow tracking server on PostgreSQL, for many concurrent jobs"
-    ),
-    "tracking-load": Verb(
-        "klrl.tracking.load", "check a tracking store under many concurrent writer processes, every row counted"
-    ),
-    "aggregate": Verb("klrl.aggregate", "collect every cell's results into tables"),
-    "cells": Verb("klrl.cells", "list a config's cell ids, or check that a name is one (suggesting close matches)"),
-    "power": Verb("klrl.power", "coverage of the claims' interval and the seeds a claim needs, by simulation"),
-    "readme-results": Verb("klrl.readme_results", "rewrite the README's results block from the claims table"),
-    "ui": Verb("klrl.ui_server", "serve a config's MLflow store and print the address of its runs table"),
-    "ui-screenshots": Verb(
-        "klrl.ui_screenshots", "screenshots of the MLflow UI comparing cells' curves, for the README"
-    ),
+    "describe": describe,
+    "toy-bias": toy_bias,
+    "audit": audit,
+    "prepare-data": prepare_data,
+    "train": train,
+    "evaluate": evaluate,
+    "track-grid": track_grid,
+    "track-reconcile": track_reconcile,
+    "track-files": track_files,
+    "plan": plan,
+    "tracking-server": tracking_server,
+    "tracking-load": tracking_load,
+    "aggregate": aggregate,
+    "cells": cells,
+    "power": power,
+    "readme-results": readme_results,
+    "config-docs": config_docs,
+    "ui": ui,
+    "ui-screenshots": ui_screenshots,
 }
 
 
@@ -84,17 +91,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error (anywhere on the line)")
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     for name, verb in VERBS.items():
-        sub = verbs.add_parser(name, help=verb.help, description=verb.help, formatter_class=HelpFormatter)
-        if name in argv:
-            module = importlib.import_module(verb.module)
-            module.add_arguments(sub)
-            sub.set_defaults(run=module.run)
+        sub = verbs.add_parser(name, help=verb.HELP, description=verb.HELP, formatter_class=HelpFormatter)
+        if name in argv:  # a verb's options are declared only when it runs: they import its library
+            verb.add_arguments(sub)
+            sub.set_defaults(run=verb.run)
     for model in BUILT_MODELS.values():  # each model built here has the build verb its declaration names
         name, summary = model.verb, model.recipe.summary
         sub = verbs.add_parser(name, help=summary, description=summary, formatter_class=HelpFormatter)
         if name in argv:
-            from klrl.models import build
-
             build.add_arguments(sub, model.name)
             sub.set_defaults(run=build.run)
     args = parser.parse_args(argv)

@@ -1,5 +1,5 @@
-# Input functions and the expanded grid; the expansion and its checks are klrl.grid's.
-# Every output of a config lives under results/<experiment>/, at the paths klrl.paths.Layout
+# Input functions and the expanded grid; the expansion and its checks are klrl.grid.expansion's.
+# Every output of a config lives under results/<experiment>/, at the paths klrl.core.paths.Layout
 # spells (LAYOUT), so two configs in one checkout never write each other's files.
 import ast
 import json
@@ -8,7 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from klrl.grid import (
+from klrl.grid.expansion import (
     base_eval_tasks,
     eval_job_resources,
     expand_grid,
@@ -18,12 +18,12 @@ from klrl.grid import (
     train_launcher,
     used_tasks,
 )
-from klrl.grid_claims import report as kl_settings_report
+from klrl.grid.biased_settings import report as kl_settings_report
 from klrl.models import get_base_model, recipe_options
 from klrl.models.builds import BUILT_MODELS
 from klrl.models.recipe import build_arguments, recipe_hash
-from klrl.paths import BASES, Layout
-from klrl.plan import grid_cells, plan_hash, plan_of
+from klrl.core.paths import BASES, Layout
+from klrl.analysis.preregistration import grid_cells, plan_hash, plan_of
 
 LAYOUT = Layout.of(config)
 CELLS = expand_grid(config)
@@ -110,7 +110,7 @@ def tracking_options():
 
 def unknown_cell(wildcards):
     """Fails the DAG for a path under results/<experiment>/cells/ of no cell of this config, naming the closest."""
-    from klrl.cells import unknown_cell_message
+    from klrl.grid.expansion import unknown_cell_message
 
     raise ValueError(unknown_cell_message(wildcards.unknown_cell, CELLS))
 

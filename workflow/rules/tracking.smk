@@ -2,7 +2,7 @@
 # store. Jobs read the runs file through ancient(): re-creating it (the grid grew) re-runs nothing.
 # When the workflow starts and ends (no job runs then), runs left RUNNING by killed jobs are
 # ended by what the cells' files say (klrl track-reconcile); a failure there only warns. On start,
-# this Snakemake also records itself as the owner of its directory locks (klrl.snakemake_locks).
+# this Snakemake also records itself as the owner of its directory locks (klrl.grid.snakemake_locks).
 
 
 onstart:

@@ -1,7 +1,7 @@
 # One job per cell: RL training from the base model; the cell's folder holds metrics.jsonl,
 # status.json (completed or diverged), config.yaml and final/ (the trained model). A job with
 # several processes (one per GPU by default) runs them under torchrun (FSDP data parallelism).
-# The cell's settings reach the job as a JSON file written by a serializer (klrl.grid.settings_json):
+# The cell's settings reach the job as a JSON file written by a serializer (klrl.grid.expansion.settings_json):
 # a changed setting rewrites it, and the cell trains again.
 
 
@@ -10,7 +10,7 @@ localrules:
     plan,
 
 
-# The analysis plan (klrl.plan), hashed, before the first cell trains: every train job needs it
+# The analysis plan (klrl.analysis.preregistration), hashed, before the first cell trains: every train job needs it
 # (ancient: a new plan is recorded, never a reason to train again). A changed plan changes the
 # hash in params, so the rule runs again and appends the new plan to plans.jsonl.
 rule plan:

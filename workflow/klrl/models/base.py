@@ -15,7 +15,7 @@ from typing import Any, Callable
 class Recipe:
     """How a model built here is made.
 
-    `settings` is a dataclass whose fields (declared with `klrl.allowed.setting`) are the
+    `settings` is a dataclass whose fields (declared with `klrl.core.allowed.setting`) are the
     recipe's settings: a config's `models.<name>.<key>` sets them, the build verb takes each as
     an option, the workflow's schema is generated from them, and the recipe's hash covers
     `hashed(settings)` (every field, unless the model says otherwise) with `version`. `make`

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from klrl.allowed import Allowed, setting
+from klrl.core.allowed import Allowed, setting
 from klrl.models.base import BaseModel, Recipe
 from klrl.models.smollm2 import DECODER_LAYERS, GGUF_NAME, PACKAGE, PACKAGE_VERSION
 from klrl.models.tiny_settings import BUILD_VERSION, TinyConfig

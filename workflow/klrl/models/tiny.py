@@ -26,10 +26,10 @@ import torch
 from tokenizers import Tokenizer, decoders, models
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from klrl.files import sha256_file
+from klrl.core.files import sha256_file
 from klrl.models.base import recipe_digest
 from klrl.models.tiny_settings import BUILD_VERSION, TinyConfig
-from klrl.schedule import lr_factor
+from klrl.core.schedule import lr_factor
 from klrl.tasks.arith import pretraining_example
 
 PAD, UNK, USER, ASSISTANT, END = "<|pad|>", "<|unk|>", "<|user|>", "<|assistant|>", "<|end|>"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from klrl.allowed import Allowed, setting
+from klrl.core.allowed import Allowed, setting
 from klrl.tasks.arith import FAMILY
 
 # Bump whenever the build's code changes what a recipe makes (the corpus, the training loop, the

@@ -1,7 +1,7 @@
 """`KLConfig`: how the KL penalty enters the objective (estimator, placement, β, clamps, correction),
 validated against the registry of klrl.objective.estimators; plain Python, no torch.
 
-`klrl.grid` (and so the Snakefile) validates every cell's training settings with it when
+`klrl.grid.expansion` (and so the Snakefile) validates every cell's training settings with it when
 Snakemake builds the DAG; keeping it free of torch keeps that fast. On import, every standard
 configuration of the registry is checked to be a valid KLConfig (`check_standard_configs`).
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from klrl.allowed import Allowed, first_refused, setting
+from klrl.core.allowed import Allowed, first_refused, setting
 from klrl.objective import estimators
-from klrl.typed import check_fields
+from klrl.core.typed import check_fields
 
 
 def check_choice(owner: str, name: str, value: str, allowed: tuple[str, ...]) -> None:

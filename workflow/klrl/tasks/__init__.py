@@ -2,7 +2,7 @@
 
 A task's rows are dicts {"id", "problem", "answer", "meta"}; `load_rows` returns them for one
 split, and `klrl.tasks.data` writes them as JSONL with the prompt (problem + instruction) that
-the trainer and lm-eval both read. The reward is named, and looked up in `klrl.rewards`.
+the trainer and lm-eval both read. The reward is named, and looked up in `klrl.grading.rewards`.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def _load_mmlu(name: str, split: str, seed: int, size: int | None, source: str) 
 @dataclass(frozen=True)
 class Task:
     name: str
-    reward: str  # a key of klrl.rewards.REWARDS
+    reward: str  # a key of klrl.grading.rewards.REWARDS
     splits: tuple[str, ...]
     instruction: str  # appended to the problem to make the prompt (before any chat template)
     source: str  # where rows come from by default: generated offline, or the Hugging Face Hub

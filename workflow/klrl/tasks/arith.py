@@ -11,7 +11,7 @@ The toy-scale analogue of MATH (in-domain) against MMLU science (out-of-domain):
                 problems, answers and held-out partition: the phrasing on which a small
                 pretrained chat model (SmolLM2-135M-Instruct) can do the sums at all, and the
                 tiny base's out-of-domain format (in its corpus, never in its RL).
-Answers are integers, written `\\boxed{N}` and graded by `klrl.rewards.arithmetic_reward`.
+Answers are integers, written `\\boxed{N}` and graded by `klrl.grading.rewards.arithmetic_reward`.
 
 Held-out problems: every (a, op, b) is assigned to 'test' or not by a hash, the same for
 every seed, so test problems never appear in the RL training set or in the tiny base

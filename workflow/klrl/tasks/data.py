@@ -11,16 +11,15 @@ against the manifest.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from klrl import __version__
-from klrl.files import read_jsonl, sha256_file, write_atomic, write_jsonl
-from klrl.rewards import check_reference
-from klrl.tasks import TASKS, get_task, load_rows
+from klrl.core.files import read_jsonl, sha256_file, write_atomic, write_jsonl
+from klrl.grading.rewards import check_reference
+from klrl.tasks import get_task, load_rows
 
 ROW_FIELDS = {"id": str, "problem": str, "prompt": str, "answer": str, "meta": dict}
 MAX_PROMPT_TOKENS = 2048  # default limits, configurable (TrainConfig, `klrl evaluate`)
@@ -112,7 +111,7 @@ def read_split(path: Path, reward: str | None = None, limits: RowLimits = RowLim
     """Rows of one prepared split, each checked; a bad row raises ValueError naming file:line.
 
     Checked per row: UTF-8, JSON, the fields and their types, the answer against the task's
-    reward (the manifest's, else `reward`; klrl.rewards.check_reference), the answer's length in
+    reward (the manifest's, else `reward`; klrl.grading.rewards.check_reference), the answer's length in
     characters and the prompt's in tokens (`count_tokens(text)`, a tokenizer's; without one,
     or before tokenizing, CHARS_PER_TOKEN_BOUND characters per token). Then the file's sha256
     against the manifest beside it, when there is one: a file edited after prepare-data is refused.
@@ -148,48 +147,3 @@ def _check_row(row: dict, reward: str | None, limits: RowLimits, count_tokens) -
         tokens = count_tokens(prompt)
     if tokens > limits.max_prompt_tokens:
         raise ValueError(f"prompt of {math.ceil(tokens)}+ tokens, over max_prompt_tokens={limits.max_prompt_tokens}")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--task", required=True, choices=sorted(TASKS), help="task to prepare")
-    parser.add_argument("--out", type=Path, required=True, help="folder for <split>.jsonl and manifest.json")
-    parser.add_argument("--seed", type=int, default=0, help="seed of generated tasks")
-    parser.add_argument("--train-size", type=int, help="rows of the train split (required for generated tasks)")
-    parser.add_argument("--test-size", type=int, help="rows of the test split (required for generated tasks)")
-    parser.add_argument("--source", choices=("generated", "hub", "fixture"), help="default: the task's own")
-    parser.add_argument("--instruction", help="text appended to each problem (default: the task's)")
-    parser.add_argument(
-        "--shots",
-        type=_json_shots,
-        default=[],
-        help='worked examples before each prompt, JSON: [{"user": ..., "assistant": ...}]',
-    )
-
-
-def _json_shots(text: str) -> list[dict]:
-    try:
-        return check_shots(json.loads(text), "--shots")
-    except json.JSONDecodeError as error:
-        raise argparse.ArgumentTypeError(f"not JSON ({error.msg})") from None
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def run(args: argparse.Namespace) -> None:
-    splits = get_task(args.task).splits
-    sizes = {
-        split: size
-        for split, size in (("train", args.train_size), ("test", args.test_size))
-        if size and split in splits
-    }
-    manifest = prepare(
-        args.task,
-        args.out,
-        seed=args.seed,
-        sizes=sizes,
-        source=args.source,
-        instruction=args.instruction,
-        shots=args.shots,
-    )
-    counts = ", ".join(f"{name}: {info['count']}" for name, info in manifest["files"].items())
-    print(f"{args.task} → {args.out} ({counts})")

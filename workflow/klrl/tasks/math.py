@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from klrl.answers import extract_boxed
-from klrl.files import read_jsonl
+from klrl.grading.answers import extract_boxed
+from klrl.core.files import read_jsonl
 from klrl.tasks.hub import hub_dataset
 
 TRAIN_HUB = "EleutherAI/hendrycks_math"
@@ -42,7 +42,7 @@ _UNBRACED_BOX = re.compile(r"\\boxed\s+([^\s{$][^$]*)")
 def solution_answer(solution: str) -> str | None:
     r"""The reference answer of a MATH solution: its last \boxed{} content, stripped; None if absent.
 
-    Extraction is the rewards' own (`klrl.answers.extract_boxed`, braces matched, \fbox too), after
+    Extraction is the rewards' own (`klrl.grading.answers.extract_boxed`, braces matched, \fbox too), after
     rewriting MATH's old brace-less form "\boxed 5" (up to the next "$") as "\boxed{5}".
 
     >>> solution_answer(r"$\boxed{1}$, then $x = \boxed{ \frac{1}{2} }$."), solution_answer(r"so $\boxed 7$.")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from klrl.files import read_jsonl
+from klrl.core.files import read_jsonl
 from klrl.tasks.hub import hub_dataset
 
 HUB = "cais/mmlu"

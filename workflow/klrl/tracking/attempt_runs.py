@@ -15,8 +15,8 @@ import argparse
 import json
 from pathlib import Path
 
-from klrl.files import write_atomic
-from klrl.paths import RUN_RECORD
+from klrl.core.files import write_atomic
+from klrl.core.paths import RUN_RECORD
 from klrl.tracking.runs import KEY_TAG, Tracker, read_runs_file, run_tags, source_commit
 from klrl.training.attempt import SUPERSEDED, attempt_id
 from klrl.training.config import TrainConfig

@@ -21,13 +21,10 @@ says so and every job's tracker is a no-op.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 from pathlib import Path
 
-from klrl.config_check import tracking_uri_problem
-from klrl.files import write_atomic
+from klrl.core.files import write_atomic
 from klrl.tracking.runs import KEY_TAG, run_tags, source_commit
 
 EXPERIMENT_PREFIX = "klrl-"
@@ -97,25 +94,3 @@ def track_grid(experiment: str, uri: str | None, keys: list[str], out: Path, gro
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out, json.dumps(record, indent=2) + "\n")
     return record
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--experiment", required=True, help="the config's experiment; its MLflow experiment is klrl-<experiment>"
-    )
-    parser.add_argument("--uri", default="", help="tracking store when MLFLOW_TRACKING_URI is unset; '' with --off")
-    parser.add_argument("--off", action="store_true", help="tracking off: write a runs file that disables it")
-    parser.add_argument("--cells", nargs="*", default=[], metavar="GROUP:CELL", help="cells, each as group:cell-id")
-    parser.add_argument("--bases", nargs="*", default=[], metavar="MODEL", help="base models evaluated")
-    parser.add_argument("--out", type=Path, required=True, help="the runs file to write")
-
-
-def run(args: argparse.Namespace) -> None:
-    uri = None if args.off else os.environ.get("MLFLOW_TRACKING_URI") or args.uri
-    if uri and (problem := tracking_uri_problem(uri)):
-        raise ValueError(problem)
-    groups = {cell: group for group, cell in (item.split(":", 1) for item in args.cells)}
-    keys = list(groups) + [f"base/{model}" for model in args.bases]
-    record = track_grid(args.experiment, uri, keys, args.out, groups)
-    where = record["tracking_uri"] or "off"
-    print(f"{args.out}: {len(record['runs'])} runs in experiment {mlflow_experiment_name(args.experiment)!r} ({where})")

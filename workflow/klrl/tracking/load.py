@@ -15,10 +15,7 @@ traffic goes where --uri says, so point it at a store of your own.
 
 from __future__ import annotations
 
-import argparse
-import json
 import multiprocessing
-import sys
 import tempfile
 import time
 import uuid
@@ -130,29 +127,3 @@ def load(uri: str, writers: int = 32, seconds: float = 10.0, artifact_every: int
         "rows_per_s": round(figures["rows_arrived"] / wall, 1),
     }
     return figures
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--uri", required=True, help="the store: a tracking server (http://...) or sqlite:///<file>")
-    parser.add_argument("--writers", type=int, default=32, help="concurrent writer processes")
-    parser.add_argument("--seconds", type=float, default=10.0, help="how long each writer logs")
-    parser.add_argument("--artifact-every", type=int, default=10, help="a file every this many steps")
-    parser.add_argument("--report", type=Path, help="write the figures here as JSON")
-
-
-def run(args: argparse.Namespace) -> None:
-    if not (args.uri.startswith(("http://", "https://", "sqlite:///"))):
-        raise ValueError(f"--uri {args.uri!r}: a tracking server (http://...) or a SQLite store (sqlite:///...)")
-    figures = load(args.uri, args.writers, args.seconds, args.artifact_every)
-    for name, value in figures.items():
-        print(f"{name}: {value}")
-    if args.report:
-        args.report.write_text(json.dumps(figures, indent=2) + "\n")
-    if (
-        figures["writers_failed"]
-        or figures["rows_lost"]
-        or figures["rows_duplicated"]
-        or figures["files_lost"]
-        or figures["params_lost"]
-    ):
-        sys.exit(1)

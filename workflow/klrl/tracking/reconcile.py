@@ -9,7 +9,7 @@ ended by what its files say:
   `klrl.diverged_reason` when diverged, KILLED (`klrl.status=killed`) when there is no status,
   SCHEDULED when its job never started (no config.yaml; runs of a store made before
   `klrl track-grid` created them SCHEDULED); a cell whose train.lock a live process may hold
-  (klrl.folder_lock) is left as it is;
+  (klrl.core.folder_lock) is left as it is;
 - a cell's run that is not its current attempt's (a new attempt was created but not recorded):
   KILLED, `klrl.status=abandoned`;
 - a base model's run: FINISHED when its evaluation logged its scores, else SCHEDULED (to be
@@ -20,11 +20,10 @@ Idempotent and cheap (one search); with tracking off it does nothing.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-from klrl.folder_lock import lock_is_held
-from klrl.paths import CONFIG, TRAIN_LOCK, Layout
+from klrl.core.folder_lock import lock_is_held
+from klrl.core.paths import CONFIG, TRAIN_LOCK, Layout
 from klrl.tracking.attempt_runs import recorded_run
 from klrl.tracking.runs import KEY_TAG, finish_run, read_runs_file
 from klrl.training.record import read_status
@@ -85,25 +84,3 @@ def reconcile(runs_file: Path, root: Path) -> dict[str, str]:
         if outcome:
             ended[f"{key} ({run.info.run_id})"] = outcome
     return ended
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--mlflow-runs", type=Path, required=True, help="the grid's runs file (klrl track-grid); absent: nothing to do"
-    )
-    parser.add_argument(
-        "--root",
-        type=Path,
-        required=True,
-        help="the config's results folder (results/<experiment>), whose cells/<cell>/train/ say how each job ended",
-    )
-
-
-def run(args: argparse.Namespace) -> None:
-    if not args.mlflow_runs.exists():
-        print(f"{args.mlflow_runs}: no runs file yet; nothing to reconcile")
-        return
-    ended = reconcile(args.mlflow_runs, args.root)
-    for key, outcome in ended.items():
-        print(f"{key}: was RUNNING, now {outcome}")
-    print(f"{args.mlflow_runs}: {len(ended)} runs ended")

@@ -14,7 +14,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from klrl.grid import parse_cell_id
+from klrl.grid.expansion import parse_cell_id
 
 KEY_TAG = "klrl.key"  # the tag naming a run's cell id, base/<model> or grid
 

@@ -14,7 +14,6 @@ with `tracking_server` and stop it by process group.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import glob
 import os
@@ -24,7 +23,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from klrl.tracking.mlflow_process import free_port, mlflow_server, stop_group, stop_on_signals
+from klrl.tracking.mlflow_process import free_port, mlflow_server, stop_group
 
 DATABASE = "mlflow"
 ROLE = "klrl"
@@ -129,27 +128,3 @@ def tracking_server(state: Path, host: str = "127.0.0.1", port: int | None = Non
         options = ("--workers", str(workers), "--artifacts-destination", str(state / "artifacts"))
         with mlflow_server(database, state, *options, host=host, port=port, env=pool) as address:
             yield address
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--state",
-        type=Path,
-        default=Path("results/tracking-server"),
-        help="database and artifacts (kept across restarts)",
-    )
-    parser.add_argument(
-        "--host", default="127.0.0.1", help="address to listen on; a node's name for jobs on other nodes"
-    )
-    parser.add_argument("--port", type=int, default=5001)
-    parser.add_argument("--workers", type=int, default=4, help="the server's worker processes")
-
-
-def run(args: argparse.Namespace) -> None:
-    stop_on_signals()
-    with tracking_server(args.state, args.host, args.port, args.workers) as address:
-        print(
-            f"MLflow tracking server on PostgreSQL: in a config, tracking.uri: {address} (Ctrl-C or kill stops it)",
-            flush=True,
-        )
-        signal.pause()

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import yaml
 
-from klrl.files import write_atomic
-from klrl.paths import CONFIG, FINAL, METRICS, RUN_RECORD, STATUS
+from klrl.core.files import write_atomic
+from klrl.core.paths import CONFIG, FINAL, METRICS, RUN_RECORD, STATUS
 from klrl.training.checkpoint import FOLDER, LEGACY
 from klrl.training.config import TrainConfig, load_config
 

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from klrl.files import write_atomic
+from klrl.core.files import write_atomic
 
 FOLDER = "checkpoints"
 PLAIN = "state.pt"

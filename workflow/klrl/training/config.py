@@ -2,8 +2,8 @@
 
 Read from a JSON or YAML file (the workflow writes one per cell with a serializer) with
 optional `key=value` overrides parsed by each field's type; every value is checked against its
-field's annotation and the values it admits (declared on the field, klrl.allowed: the workflow's
-schema is generated from the same declarations, klrl.config_schema), and an unknown key, a wrong type or a value that would make
+field's annotation and the values it admits (declared on the field, klrl.core.allowed: the workflow's
+schema is generated from the same declarations, klrl.grid.config_schema), and an unknown key, a wrong type or a value that would make
 training silently do nothing is an error that names the field.
 """
 
@@ -14,12 +14,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from klrl.allowed import Allowed, first_refused, setting
+from klrl.core.allowed import Allowed, first_refused, setting
 from klrl.objective.choices import ADVANTAGES, AGGREGATIONS
 from klrl.objective.engine_correction import ENGINE_CORRECTIONS
 from klrl.objective.kl_config import KL_OPTIONS, KLConfig
-from klrl.files import read_yaml
-from klrl.typed import check_fields, field_hint, from_mapping, parse_text
+from klrl.core.files import read_yaml
+from klrl.core.typed import check_fields, field_hint, from_mapping, parse_text
 
 GENERATION_BACKENDS = ("hf", "vllm")
 PRECISIONS = ("none", "bf16", "bf16-autocast")  # over float32 master weights: klrl.training.precision
@@ -34,7 +34,7 @@ class TrainConfig:
     base_model: str = setting("base model: a Hugging Face folder or Hub id")
     train_data: str = setting("prepared train split (JSONL from `klrl prepare-data`)")
     eval_data: str = setting("prepared held-out in-domain split for the periodic evaluation")
-    reward: str = setting("reward name in klrl.rewards (the task's)")
+    reward: str = setting("reward name in klrl.grading.rewards (the task's)")
     model: str | None = setting(
         "the base model's name in the workflow config (informational: the tables and MLflow; None outside a grid)", None
     )

@@ -16,9 +16,9 @@ import warnings
 from pathlib import Path
 from typing import Protocol
 
-from klrl.files import read_jsonl, write_atomic
-from klrl.paths import FINAL, STATUS
-from klrl.provenance import source_commit, utc_now
+from klrl.core.files import read_jsonl, write_atomic
+from klrl.core.paths import FINAL, STATUS
+from klrl.core.provenance import source_commit, utc_now
 
 
 class RunTracker(Protocol):
@@ -92,7 +92,7 @@ STATUSES = ("completed", "diverged")
 
 def write_status(folder: Path, status: str, step: int, reason: str = "") -> None:
     """status.json, written to a temporary name, flushed and renamed: whole or absent. It names
-    the commit the trainer ran from and when it finished (klrl.provenance)."""
+    the commit the trainer ran from and when it finished (klrl.core.provenance)."""
     record = {"status": status, "step": step, "reason": reason, "commit": source_commit(), "finished": utc_now()}
     write_atomic(Path(folder) / STATUS, json.dumps(record, indent=2) + "\n", durable=True)
 

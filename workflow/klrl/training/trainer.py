@@ -57,9 +57,9 @@ import torch
 from tqdm import tqdm
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-from klrl.paths import CONFIG, FINAL, METRICS, STATUS
-from klrl.rewards import get_reward
-from klrl.schedule import lr_factor
+from klrl.core.paths import CONFIG, FINAL, METRICS, STATUS
+from klrl.grading.rewards import get_reward
+from klrl.core.schedule import lr_factor
 from klrl.tasks.data import RowLimits, read_split
 from klrl.training import distributed
 from klrl.training.attempt import write_config
@@ -73,7 +73,7 @@ from klrl.training.sampling import HFSampler, Rollout, completion_texts
 from klrl.training.seeds import seeded_generator
 from klrl.training.step import Learner
 from klrl.training.record import MetricsLog, NoTracking, RunTracker, read_metrics, write_status
-from klrl.verify_worker import grading_counts
+from klrl.grading.verify_worker import grading_counts
 
 
 MAX_MODEL_ARTIFACT_BYTES = 100 * 2**20  # larger final models are referenced by path in MLflow, not copied

@@ -1,3 +1,3 @@
-"""The verbs that drive a library subpackage from the command line (`python -m klrl train`,
-`evaluate`, `audit`): argument parsing, locks, tracking and files around the library's calls.
-klrl.cli lists every verb."""
+"""The command-line verbs (`python -m klrl <verb>`), one module each, apart from the library they
+drive: each declares HELP, `add_arguments` and `run`, and imports the library inside them (klrl.cli
+registers them and loads none of the library for `--help`)."""

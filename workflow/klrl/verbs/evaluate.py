@@ -8,10 +8,10 @@ Writes, at the paths the workflow names (lm-eval's own tracker names files by da
                              one line per problem: id, the prompt as the model saw it (chat
                              template applied), the reference answer, every completion and its reward
 results.json is written last, so its presence means the evaluation is complete; `<out>.lock`
-keeps a second process from evaluating into the same place at once (klrl.folder_lock). Every
+keeps a second process from evaluating into the same place at once (klrl.core.folder_lock). Every
 row is checked (limits, encoding, answers, the file's sha256 against its manifest) before the
 model generates anything; `grading` counts the completions the reward timed out on or zeroed
-at its batch deadline (klrl.verify_worker). Given the cell's
+at its batch deadline (klrl.grading.verify_worker). Given the cell's
 `--train-status`, it is recorded in results.json; a cell that diverged to non-finite weights is
 not evaluated (results.json then says so, with no scores). With an MLflow
 run id, the scores go to that run as metrics `final_eval/<task>/pass@1` (and `_stderr`; the
@@ -26,80 +26,15 @@ import json
 import os
 from pathlib import Path
 
-from klrl import __version__
-from klrl.evaluation.harness import (
-    BACKENDS,
-    BATCH_SIZE,
-    VLLM_MEMORY_FRACTION,
-    Decoding,
-    check_model,
-    evaluate,
-    lm_eval_task_name,
-)
-from klrl.files import write_atomic, write_jsonl
-from klrl.folder_lock import hold_lock
-from klrl.paths import SAMPLES, samples_file
-from klrl.tasks import TASKS
-from klrl.tasks.data import MAX_ANSWER_CHARS, MAX_PROMPT_TOKENS, RowLimits, read_manifest, read_split
-from klrl.tracking.attempt_runs import add_tracking_arguments, tracker_from_args
-from klrl.verify_worker import grading_counts
-
-FILTER = "all-samples"  # the filter_list name in lm_eval_tasks/_template_yaml
-
-
-def task_scores(results: dict, task: str) -> dict:
-    """pass@1 and its standard error for one task, from lm-eval's results dict."""
-    metrics = results["results"][lm_eval_task_name(task)]
-    stderr = metrics[f"pass@1_stderr,{FILTER}"]
-    return {
-        "pass@1": metrics[f"pass@1,{FILTER}"],
-        "stderr": None if stderr == "N/A" else stderr,
-        "problems": results["n-samples"][lm_eval_task_name(task)]["effective"],
-    }
-
-
-def sample_records(results: dict, task: str) -> list[dict]:
-    """One record per problem from lm-eval's logged samples."""
-    records = []
-    for sample in results["samples"][lm_eval_task_name(task)]:
-        doc = sample["doc"]
-        records.append(
-            {
-                "id": doc["id"],
-                "prompt": sample["arguments"][0][0],
-                "answer": doc["answer"],
-                "completions": sample["filtered_resps"][0],
-                "rewards": sample["rewards"],
-                "pass@1": sample["pass@1"],
-            }
-        )
-    return records
-
-
-def _write_json(path: Path, value: dict) -> None:
-    write_atomic(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
-
-
-def write_outputs(out: Path, results: dict, tasks: list[str], data_dir: Path, record: dict) -> dict:
-    """Write the samples, then results.json (the completion marker); returns what results.json holds."""
-    import lm_eval
-
-    scores = {}
-    for task in tasks:
-        samples_file(out, task).parent.mkdir(parents=True, exist_ok=True)
-        write_jsonl(samples_file(out, task), sample_records(results, task))
-        manifest = read_manifest(data_dir / task)
-        scores[task] = task_scores(results, task) | {
-            "samples": record["decoding"]["samples"],
-            "data": str(data_dir / task / "test.jsonl"),
-            "data_sha256": manifest["files"]["test.jsonl"]["sha256"],
-        }
-    summary = record | {"tasks": scores, "versions": {"klrl": __version__, "lm_eval": lm_eval.__version__}}
-    _write_json(out, summary)
-    return summary
+HELP = "evaluate a model on tasks through lm-evaluation-harness (pass@1)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from klrl.evaluation.harness import BACKENDS, BATCH_SIZE, VLLM_MEMORY_FRACTION, Decoding
+    from klrl.tasks import TASKS
+    from klrl.tasks.data import MAX_ANSWER_CHARS, MAX_PROMPT_TOKENS
+    from klrl.tracking.attempt_runs import add_tracking_arguments
+
     parser.add_argument("--model", required=True, help="model folder (a cell's train/final, a base model) or Hub id")
     parser.add_argument("--revision", help="Hub revision of --model (a branch, tag or commit)")
     parser.add_argument(
@@ -145,30 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_tracking_arguments(parser)
 
 
-def has_non_finite_weights(model_dir: Path) -> bool:
-    """Whether any weight in the folder's safetensors files is NaN or infinite (a diverged cell's)."""
-    import torch
-    from safetensors import safe_open
-
-    for path in sorted(Path(model_dir).glob("*.safetensors")):
-        with safe_open(str(path), "pt") as weights:
-            if any(not torch.isfinite(weights.get_tensor(name)).all() for name in weights.keys()):
-                return True
-    return False
-
-
-def check_data(model: str, tasks: list[str], data_dir: Path, limits: RowLimits) -> None:
-    """Every row of every task's test split within the limits (the prompt in the model's tokens)
-    and every file as prepared (sha256): a bad row is named by file:line before any generation."""
-    from transformers import AutoTokenizer
-
-    check_model(model)
-    tokenizer = AutoTokenizer.from_pretrained(model)
-    for task in tasks:
-        read_split(data_dir / task / "test.jsonl", None, limits, lambda text: len(tokenizer(text).input_ids))
-
-
 def run(args: argparse.Namespace) -> None:
+    from klrl.core.folder_lock import hold_lock
+
     with hold_lock(args.out.with_name(args.out.name + ".lock"), f"evaluation {args.out}"):
         _run(args)
 
@@ -176,10 +90,17 @@ def run(args: argparse.Namespace) -> None:
 def _run(args: argparse.Namespace) -> None:
     import torch
 
+    from klrl.core.paths import SAMPLES
+    from klrl.evaluation.harness import Decoding, evaluate
+    from klrl.evaluation.results_files import check_data, has_non_finite_weights, write_json, write_outputs
+    from klrl.grading.verify_worker import grading_counts
+    from klrl.tasks.data import RowLimits
+    from klrl.tracking.attempt_runs import tracker_from_args
+
     train_status = json.loads(args.train_status.read_text()) if args.train_status else None
     args.out.parent.mkdir(parents=True, exist_ok=True)
     if train_status and train_status["status"] == "diverged" and has_non_finite_weights(args.model):
-        _write_json(
+        write_json(
             args.out, {"model": args.model, "train_status": train_status, "tasks": {}, "skipped": "non-finite weights"}
         )
         print(f"{args.out}: not evaluated, the cell diverged to non-finite weights ({train_status['reason']})")

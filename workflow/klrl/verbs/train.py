@@ -2,7 +2,7 @@
 
 Run it with `python -m klrl train`, or with `torchrun --nproc_per_node W -m klrl train` for
 W data-parallel processes (klrl.training.distributed). One process at a time may train a cell:
-the main process holds `<out>/train.lock` (klrl.folder_lock) from start to end, so a second
+the main process holds `<out>/train.lock` (klrl.core.folder_lock) from start to end, so a second
 command on the same folder is refused with the holder's pid and host. A cell whose status.json
 is valid (klrl.training.record.read_status) is finished and is not trained again, unless its
 configuration changed: then a new attempt starts, with its own MLflow run (klrl.training.attempt, klrl.tracking.attempt_runs)."""
@@ -14,16 +14,13 @@ import contextlib
 import os
 from pathlib import Path
 
-from klrl.folder_lock import hold_lock
-from klrl.paths import TRAIN_LOCK
-from klrl.tracking.attempt_runs import add_tracking_arguments, attempt_tracker, tracker_from_args
-from klrl.training.attempt import begin_attempt
-from klrl.training.checkpoint import remove_checkpoints
-from klrl.training.config import config_keys_help, load_config
-from klrl.training.record import read_status
+HELP = "RL-train one cell (on- or off-policy, any KL configuration)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from klrl.tracking.attempt_runs import add_tracking_arguments
+    from klrl.training.config import config_keys_help
+
     parser.epilog = config_keys_help()
     parser.add_argument("--config", type=Path, help="YAML file of TrainConfig keys (listed below)")
     parser.add_argument(
@@ -39,7 +36,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    from klrl.core.folder_lock import hold_lock
+    from klrl.core.paths import TRAIN_LOCK
+    from klrl.tracking.attempt_runs import attempt_tracker, tracker_from_args
     from klrl.training import distributed
+    from klrl.training.attempt import begin_attempt
+    from klrl.training.checkpoint import remove_checkpoints
+    from klrl.training.config import load_config
+    from klrl.training.record import read_status
     from klrl.training.trainer import Trainer
 
     config = load_config(args.config, args.overrides)

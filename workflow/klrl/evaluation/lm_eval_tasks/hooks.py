@@ -2,7 +2,7 @@
 
 The task template beside this file (`_template_yaml`, which every task's config includes) names
 these functions with `!function hooks.<name>`. Grading
-calls `klrl.rewards`, the functions RL training rewards with, so "correct" has one definition.
+calls `klrl.grading.rewards`, the functions RL training rewards with, so "correct" has one definition.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import datasets
 
-from klrl.rewards import get_reward
+from klrl.grading.rewards import get_reward
 from klrl.tasks.data import read_manifest, read_split
 
 DOC_FIELDS = ("id", "problem", "prompt", "answer")

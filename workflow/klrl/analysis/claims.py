@@ -1,0 +1,185 @@
+"""The paper's claims as declared comparisons between configurations (what is tested, not how).
+
+Each claim (PAPER.md, "Which configuration gives which gradient" and "Off-policy") is a contrast
+Σ w · (a configuration's summary) on the in-domain or the out-of-domain evaluation sets, with a
+direction: `greater` / `less` than 0, or `equivalent` within ±margin. Its test is `mean` (pass@1
+of the seeds that did not collapse, klrl.analysis.contrasts) or `rate` (the share of seeds that
+collapsed, an exact test on the counts: a claim about collapse or stability is one about how
+often a run collapses, not about a mean that mixes collapsed and healthy seeds).
+
+β and lag in a term: `each` gives one row per value common to every term's configuration;
+`low` / `high` give one row per step between neighbouring such values, its lower and its higher
+end (a claim about growth with β or with lag is tested at each step of the axis).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+EQUIVALENCE_MARGIN = 0.03  # pass@1: "≈" means within ±0.03
+TESTS = ("mean", "rate")
+
+
+@dataclass(frozen=True)
+class Term:
+    weight: float
+    kl: str  # a KL configuration, or "base" (the base model, no seeds)
+    policy: str = "on"
+    beta: str = "each"  # each | low | high (ignored for none and base)
+    lag: str = "each"  # each | low | high (off-policy only)
+
+    def label(self) -> str:
+        if self.kl == "base":
+            return "base"
+        beta = "" if self.kl == "none" or self.beta == "each" else f"@β{self.beta}"
+        lag = "" if self.policy == "on" or self.lag == "each" else f"@lag{self.lag}"
+        return f"{self.kl}({self.policy}){beta}{lag}"
+
+
+@dataclass(frozen=True)
+class Claim:
+    name: str
+    paper: str  # the paper's statement
+    terms: tuple[Term, ...]
+    domain: str  # in | out
+    direction: str  # greater | less | equivalent
+    margin: float = 0.0
+    test: str = "mean"  # mean | rate (collapse rate, two configurations)
+
+    def __post_init__(self) -> None:
+        if self.test not in TESTS:
+            raise ValueError(f"claim {self.name}: test {self.test!r} is not one of {', '.join(TESTS)}")
+        if self.test == "rate" and (
+            len(self.terms) != 2 or self.direction == "equivalent" or "base" in {t.kl for t in self.terms}
+        ):
+            raise ValueError(
+                f"claim {self.name}: a rate claim compares two configurations' collapse rates in one direction"
+            )
+
+    def comparison(self) -> str:
+        text = " ".join(f"{'−' if t.weight < 0 else '+'} {t.label()}" for t in self.terms).removeprefix("+ ")
+        text = f"collapse rate {text}" if self.test == "rate" else text
+        return text + {"greater": " > 0", "less": " < 0", "equivalent": f" within ±{self.margin:g}"}[self.direction]
+
+
+def _pair(a: str, b: str, policy: str = "on") -> tuple[Term, Term]:
+    return Term(1, a, policy), Term(-1, b, policy)
+
+
+def _growth(kl: str, control: str, axis: str, policy: str) -> tuple[Term, ...]:
+    """(kl at high − kl at low) − (control at high − control at low) along β or lag."""
+
+    def term(weight: float, name: str, end: str) -> Term:
+        return Term(weight, name, policy, **{axis: end})
+
+    return term(1, kl, "high"), term(-1, kl, "low"), term(-1, control, "high"), term(1, control, "low")
+
+
+CLAIMS = (
+    Claim(
+        "k1-loss-worsens-with-beta",
+        "K1 in the loss is unstable, worse as β grows (beyond what any penalty costs)",
+        _growth("k1-loss", "k1-reward", "beta", "on"),
+        "in",
+        "less",
+    ),
+    Claim(
+        "k1-loss-collapses",
+        "K1 in the loss is unstable: it collapses more often than K1 in the reward",
+        _pair("k1-loss", "k1-reward"),
+        "in",
+        "greater",
+        test="rate",
+    ),
+    Claim(
+        "k3-reward-collapses",
+        "K3 in the reward collapses at every β (more often than K1 in the reward)",
+        _pair("k3-reward", "k1-reward"),
+        "in",
+        "greater",
+        test="rate",
+    ),
+    Claim(
+        "k1-reward-beats-k3-loss-in",
+        "K1 in the reward ≥ K3 in the loss, in domain",
+        _pair("k1-reward", "k3-loss"),
+        "in",
+        "greater",
+    ),
+    Claim(
+        "k1-reward-beats-k3-loss-out",
+        "K1 in the reward ≥ K3 in the loss, out of domain",
+        _pair("k1-reward", "k3-loss"),
+        "out",
+        "greater",
+    ),
+    Claim(
+        "k3-both-matches-k1-reward",
+        "K3 in both ≈ K1 in the reward",
+        _pair("k3-both", "k1-reward"),
+        "in",
+        "equivalent",
+        EQUIVALENCE_MARGIN,
+    ),
+    Claim(
+        "k1-both-matches-k1-reward",
+        "K1 in both ≈ K1 in the reward",
+        _pair("k1-both", "k1-reward"),
+        "in",
+        "equivalent",
+        EQUIVALENCE_MARGIN,
+    ),
+    Claim(
+        "kl-stabilises-off-policy",
+        "off-policy, no KL collapses more often than K1 in the reward",
+        _pair("none", "k1-reward", "off"),
+        "in",
+        "greater",
+        test="rate",
+    ),
+    Claim(
+        "k3-loss-stabilises-off-policy",
+        "off-policy, no KL collapses more often than K3 in the loss",
+        _pair("none", "k3-loss", "off"),
+        "in",
+        "greater",
+        test="rate",
+    ),
+    Claim(
+        "k1-loss-collapses-off-policy",
+        "off-policy, K1 in the loss collapses more often than K1 in the reward",
+        _pair("k1-loss", "k1-reward", "off"),
+        "in",
+        "greater",
+        test="rate",
+    ),
+    Claim(
+        "k1-loss-falls-behind-off-policy",
+        "off-policy, K1 in the loss falls behind K1 in the reward (seeds that did not collapse)",
+        _pair("k1-loss", "k1-reward", "off"),
+        "in",
+        "less",
+    ),
+    Claim(
+        "k1-reward-ahead-off-policy",
+        "off-policy, K1 in the reward slightly ahead of K3 in the loss",
+        _pair("k1-reward", "k3-loss", "off"),
+        "in",
+        "greater",
+    ),
+    Claim(
+        "k1-loss-collapses-more-with-lag",
+        "off-policy, K1 in the loss collapses more often as the lag grows",
+        (Term(1, "k1-loss", "off", lag="high"), Term(-1, "k1-loss", "off", lag="low")),
+        "in",
+        "greater",
+        test="rate",
+    ),
+    Claim(
+        "k1-loss-degrades-with-lag",
+        "off-policy biased K1 in the loss degrades as the lag grows (beyond K1 in the reward)",
+        _growth("k1-loss", "k1-reward", "lag", "off"),
+        "in",
+        "less",
+    ),
+)

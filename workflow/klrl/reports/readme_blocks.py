@@ -1,0 +1,220 @@
+"""`klrl readme-results`: the README's results, generated from a run's tables.
+
+Blocks belong to one experiment (results/<experiment>/), so the README can hold several runs.
+Rewrites the block between `<!-- claims:EXPERIMENT:begin -->` and `<!-- claims:EXPERIMENT:end -->`
+with one line per row of `claims.csv` (klrl.analysis.verdicts): the paper's claim, the verdict computed
+from the data, the comparison, its effect, interval, raw and Holm-adjusted p-values, the seeds
+behind it and the reason of an `at floor` row, headed by the config and run time the table came
+from, every commit its cells trained at with the count of cells and their dates
+(provenance.csv), and the plan's hash and whether the analysis followed it (plan.json). Every block
+`<!-- table:EXPERIMENT:NAME:begin -->` … `<!-- table:EXPERIMENT:NAME:end -->` gets the run's
+`NAME.md` table (main, table1, ...) under the same heading. Nothing outside that experiment's
+blocks changes; no number or verdict is typed by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from klrl.analysis.family import ALPHA, CORRECTION, DECISIVE, POWER, REACHABLE_SEEDS
+from klrl.core.provenance import UNRECORDED, source_commit
+
+TABLE_BLOCK = r"<!-- table:{experiment}:([\w-]+):begin -->"
+
+
+def _number(value: float, digits: str = ".3f") -> str:
+    return "n/a" if pd.isna(value) else format(value, digits)
+
+
+def _where(row: pd.Series) -> str:
+    where = [f"{row['task']} ({row['domain']} domain)"]
+    where += [f"β {row['beta']}"] if isinstance(row["beta"], str) and row["beta"] else []
+    where += [f"lag {row['lag']}"] if isinstance(row["lag"], str) and row["lag"] else []
+    return ", ".join(where)
+
+
+def claim_line(row: pd.Series) -> str:
+    """One README line for one row of the claims table."""
+    if row["verdict"] == "not in this grid":
+        return f"- {row['paper']}: **not in this grid** (needs {row['comparison']})."
+    head = f"- {row['paper']}: **{row['verdict']}**, {row['comparison']} on {_where(row)}: "
+    if row["verdict"] == "at floor":
+        return head + f"{row['reason']}; seeds {row['seeds']}."
+    p = f"p {_number(row['p'], '.3g')} (Holm {_number(row['p_adjusted'], '.3g')})"
+    if row["test"] == "exact":
+        return head + f"{row['reason']} (difference {_number(row['effect'], '+.3f')}), exact {p}."
+    level = f"{row['ci_level']:.0%}" if not pd.isna(row["ci_level"]) else ""
+    line = (
+        head
+        + f"effect {_number(row['effect'], '+.3f')}, {level} interval [{_number(row['ci_lo'])}, {_number(row['ci_hi'])}], "
+        f"{p}, seeds {row['seeds']}"
+    )
+    if not pd.isna(row["seeds_for_power"]):
+        needed = int(row["seeds_for_power"])
+        reach = (
+            f": beyond reach (more than the {REACHABLE_SEEDS} seeds `klrl power` sizes for)"
+            if needed > REACHABLE_SEEDS
+            else ""
+        )
+        line += f"; {POWER:.0%} power for ≈ needs about {needed} seeds per configuration{reach}"
+    reason = row["reason"] if isinstance(row["reason"], str) and row["reason"] else ""
+    return line + (f" ({reason})." if reason else ".")
+
+
+def run_provenance(tables: Path, commit: str | None) -> str:
+    """The dates and commits of a run's cells (provenance.csv) and its plan (plan.json), in words."""
+    path = tables / "provenance.csv"
+    rows = pd.read_csv(path, dtype=str).fillna("") if path.is_file() else pd.DataFrame()
+    if len(rows) and set(rows["commit"]) != {UNRECORDED}:
+
+        def dates(row) -> str:
+            return (
+                row["first_finished"]
+                if row["first_finished"] == row["last_finished"]
+                else f"{row['first_finished']} to {row['last_finished']}"
+            )
+
+        cells = "; ".join(f"{row['cells']} at `{row['commit']}` ({dates(row)})" for _, row in rows.iterrows())
+        text = f"Cells trained: {cells}."
+    else:
+        text = f"Cells trained at commit `{commit or source_commit()}` (the cells record no commit of their own)."
+    path = tables / "plan.json"
+    if not path.is_file():
+        return text + " No analysis plan recorded (the tables predate `klrl plan`)."
+    record = json.loads(path.read_text())
+    recorded = record["recorded"]
+    if not recorded:
+        return text + f" No plan was recorded before this run; its analysis plan hashes to `{record['hash']}`."
+    last = recorded[-1]
+    when = (
+        "before any cell finished"
+        if last["cells_finished"] == 0
+        else f"after {last['cells_finished']} cells had finished"
+    )
+    earlier = [
+        f"`{plan['hash']}` ({plan['written'][:10]}, {plan['cells_finished']} cells finished)" for plan in recorded[:-1]
+    ]
+    text += f" Plan `{last['hash']}` (`klrl plan`), recorded {last['written'][:10]} {when}"
+    text += f"; earlier plans: {', '.join(earlier)}" if earlier else ""
+    if record["followed"]:
+        return text + ": the analysis followed it."
+    return text + f": the analysis did not follow it (the analysed cells and code give plan `{record['hash']}`)."
+
+
+def provenance(table: str, config: str, run_time: str, run: str) -> str:
+    """The line that heads a generated block: which command, table, config, run time, cells' commits and plan."""
+    return f"Generated by `python -m klrl readme-results` from `{table}` of the run of `{config}` (run time {run_time}). {run}"
+
+
+def claims_block(experiment: str, claims: pd.DataFrame, config: str, run_time: str, run: str) -> str:
+    claims = claims.astype({"beta": str, "lag": str}).replace({"beta": {"nan": ""}, "lag": {"nan": ""}})
+    family = int(claims["p_adjusted"].notna().sum())
+    header = provenance("claims.csv", config, run_time, run) + (
+        f" Tests: `klrl.analysis.claims`, `klrl.analysis.family`; interval: `klrl.analysis.contrasts`. The family: the {family} rows with a p-value, "
+        f"{CORRECTION}-corrected at {ALPHA:.0%} family-wise; p is two-sided (for ≈: TOST inside the margin, the test against "
+        "the nearer margin outside it), shown raw and adjusted; intervals are not adjusted. Mean rows compare the seeds that "
+        "did not collapse; `at floor` rows are not decided and not in the family."
+    )
+    counts = claims["verdict"].value_counts()
+    summary = ", ".join(f"{count} {verdict}" for verdict, count in counts.items())
+    begin, end = f"<!-- claims:{experiment}:begin -->", f"<!-- claims:{experiment}:end -->"
+    lines = [begin, header, "", f"Rows: {summary}.", ""] + [claim_line(row) for _, row in claims.iterrows()] + [end]
+    return "\n".join(lines)
+
+
+def _claim_verdict(rows: pd.DataFrame) -> str:
+    """A claim's verdict over its rows in one run: reproduced or contradicted when its decisive rows
+    agree, mixed when they disagree, else the verdicts its rows have (inconclusive, at floor)."""
+    verdicts = list(dict.fromkeys(rows["verdict"]))
+    decisive = [verdict for verdict in verdicts if verdict in DECISIVE]
+    if len(decisive) > 1:
+        return "mixed"
+    return decisive[0] if decisive else " or ".join(verdicts)
+
+
+def _rows_in_words(rows: pd.DataFrame) -> str:
+    counts = rows["verdict"].value_counts()
+    return ", ".join(f"{count} {verdict}" for verdict, count in counts.items())
+
+
+def contrast_block(experiment: str, claims: pd.DataFrame, other: pd.DataFrame, other_tables: Path) -> str:
+    """The `contrast:EXPERIMENT` block: one sentence per claim tested in both runs (a row other than
+    `not in this grid`) whose verdict differs between `other` (another run's claims table) and
+    this run's `claims`."""
+    tested = {
+        name: table[table["verdict"] != "not in this grid"] for name, table in (("this", claims), ("other", other))
+    }
+    common = [claim for claim in dict.fromkeys(tested["this"]["claim"]) if claim in set(tested["other"]["claim"])]
+    lines = []
+    for claim in common:
+        ours, theirs = (tested[name][tested[name]["claim"] == claim] for name in ("this", "other"))
+        if _claim_verdict(ours) != _claim_verdict(theirs):
+            lines.append(
+                f"- {ours['paper'].iloc[0]}: **{_claim_verdict(theirs)}** on {', '.join(dict.fromkeys(theirs['model']))} "
+                f"(rows: {_rows_in_words(theirs)}), **{_claim_verdict(ours)}** on {', '.join(dict.fromkeys(ours['model']))} "
+                f"(rows: {_rows_in_words(ours)})."
+            )
+    header = (
+        f"Generated by `python -m klrl readme-results --contrast {other_tables}` from the two runs' `claims.csv`: "
+        f"of the {len(common)} claims tested in both, the {len(lines)} whose verdict differs. A claim's verdict is "
+        "reproduced or contradicted when its decisive rows agree, mixed when they disagree, else what its rows are."
+    )
+    begin, end = f"<!-- contrast:{experiment}:begin -->", f"<!-- contrast:{experiment}:end -->"
+    return "\n".join([begin, header, "", *(lines or ["No claim differs."]), end])
+
+
+def table_block(experiment: str, name: str, table: str, header: str) -> str:
+    """A `table:EXPERIMENT:NAME` block holding a run's Markdown table under its provenance line."""
+    marker = f"table:{experiment}:{name}"
+    return "\n".join([f"<!-- {marker}:begin -->", header, "", table.rstrip("\n"), f"<!-- {marker}:end -->"])
+
+
+def rewrite(readme: str, block: str) -> str:
+    """`readme` with the block of the same markers as `block` (its first and last lines) replaced;
+    ValueError if the README lacks them or has them out of order."""
+    begin, end_marker = block.splitlines()[0], block.splitlines()[-1]
+    start, end = readme.find(begin), readme.find(end_marker)
+    if start < 0 or end < start:
+        raise ValueError(f"README: no {begin} … {end_marker} block to rewrite")
+    return readme[:start] + block + readme[end + len(end_marker) :]
+
+
+def rewrite_readme(
+    readme: Path,
+    tables: Path,
+    experiment: str,
+    config: str,
+    run_time: str,
+    commit: str | None,
+    contrast: Path | None = None,
+) -> int:
+    """Rewrite `readme`'s claims block of `experiment` and each of its table blocks from the run's
+    `tables`, and with `contrast` (another run's tables) its contrast block; the number of table
+    blocks. ValueError, with the README untouched, when the claims table, a table a block names, or
+    a block's markers are missing."""
+    path = tables / "claims.csv"
+    if not path.is_file():
+        raise ValueError(f"{path}: no claims table (run `klrl aggregate` first)")
+    run_line = run_provenance(tables, commit)
+    text = readme.read_text()
+    blocks = [claims_block(experiment, pd.read_csv(path), config, run_time, run_line)]
+    for name in re.findall(TABLE_BLOCK.format(experiment=re.escape(experiment)), text):
+        table = tables / f"{name}.md"
+        if not table.is_file():
+            raise ValueError(f"{table}: the README has a table:{experiment}:{name} block but the run has no such table")
+        blocks.append(
+            table_block(experiment, name, table.read_text(), provenance(f"{name}.md", config, run_time, run_line))
+        )
+    if contrast is not None:
+        if not (contrast / "claims.csv").is_file():
+            raise ValueError(f"{contrast / 'claims.csv'}: no claims table to contrast with")
+        other = pd.read_csv(contrast / "claims.csv")
+        blocks.append(contrast_block(experiment, pd.read_csv(path), other, contrast))
+    for block in blocks:
+        text = rewrite(text, block)
+    readme.write_text(text)
+    return len(blocks) - 1 - (contrast is not None)

@@ -1,0 +1,37 @@
+"""`klrl tracking-server` (`make tracking-server`): an MLflow tracking server on PostgreSQL for
+many concurrent jobs (klrl.tracking.server), until Ctrl-C or kill."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+from pathlib import Path
+
+HELP = "an MLflow tracking server on PostgreSQL, for many concurrent jobs"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state",
+        type=Path,
+        default=Path("results/tracking-server"),
+        help="database and artifacts (kept across restarts)",
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on; a node's name for jobs on other nodes"
+    )
+    parser.add_argument("--port", type=int, default=5001)
+    parser.add_argument("--workers", type=int, default=4, help="the server's worker processes")
+
+
+def run(args: argparse.Namespace) -> None:
+    from klrl.tracking.mlflow_process import stop_on_signals
+    from klrl.tracking.server import tracking_server
+
+    stop_on_signals()
+    with tracking_server(args.state, args.host, args.port, args.workers) as address:
+        print(
+            f"MLflow tracking server on PostgreSQL: in a config, tracking.uri: {address} (Ctrl-C or kill stops it)",
+            flush=True,
+        )
+        signal.pause()
