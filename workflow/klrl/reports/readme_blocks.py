@@ -145,17 +145,16 @@ def contrast_block(experiment: str, claims: pd.DataFrame, other: pd.DataFrame, o
     """The `contrast:EXPERIMENT` block: one sentence per claim tested in both runs (a row other than
     `not in this grid`) whose verdict differs between `other` (another run's claims table) and
     this run's `claims`."""
-    tested = {
-        name: table[table["verdict"] != "not in this grid"] for name, table in (("this", claims), ("other", other))
-    }
-    common = [claim for claim in dict.fromkeys(tested["this"]["claim"]) if claim in set(tested["other"]["claim"])]
+    ours_tested, theirs_tested = (table[table["verdict"] != "not in this grid"] for table in (claims, other))
+    common = [claim for claim in dict.fromkeys(ours_tested["claim"]) if claim in set(theirs_tested["claim"])]
     lines = []
     for claim in common:
-        ours, theirs = (tested[name][tested[name]["claim"] == claim] for name in ("this", "other"))
-        if _claim_verdict(ours) != _claim_verdict(theirs):
+        ours, theirs = (table[table["claim"] == claim] for table in (ours_tested, theirs_tested))
+        ours_verdict, theirs_verdict = _claim_verdict(ours), _claim_verdict(theirs)
+        if ours_verdict != theirs_verdict:
             lines.append(
-                f"- {ours['paper'].iloc[0]}: **{_claim_verdict(theirs)}** on {', '.join(dict.fromkeys(theirs['model']))} "
-                f"(rows: {_rows_in_words(theirs)}), **{_claim_verdict(ours)}** on {', '.join(dict.fromkeys(ours['model']))} "
+                f"- {ours['paper'].iloc[0]}: **{theirs_verdict}** on {', '.join(dict.fromkeys(theirs['model']))} "
+                f"(rows: {_rows_in_words(theirs)}), **{ours_verdict}** on {', '.join(dict.fromkeys(ours['model']))} "
                 f"(rows: {_rows_in_words(ours)})."
             )
     header = (
@@ -201,8 +200,10 @@ def rewrite_readme(
         raise ValueError(f"{path}: no claims table (run `klrl aggregate` first)")
     run_line = run_provenance(tables, commit)
     text = readme.read_text()
-    blocks = [claims_block(experiment, pd.read_csv(path), config, run_time, run_line)]
-    for name in re.findall(TABLE_BLOCK.format(experiment=re.escape(experiment)), text):
+    claims = pd.read_csv(path)
+    names = re.findall(TABLE_BLOCK.format(experiment=re.escape(experiment)), text)
+    blocks = [claims_block(experiment, claims, config, run_time, run_line)]
+    for name in names:
         table = tables / f"{name}.md"
         if not table.is_file():
             raise ValueError(f"{table}: the README has a table:{experiment}:{name} block but the run has no such table")
@@ -212,9 +213,8 @@ def rewrite_readme(
     if contrast is not None:
         if not (contrast / "claims.csv").is_file():
             raise ValueError(f"{contrast / 'claims.csv'}: no claims table to contrast with")
-        other = pd.read_csv(contrast / "claims.csv")
-        blocks.append(contrast_block(experiment, pd.read_csv(path), other, contrast))
+        blocks.append(contrast_block(experiment, claims, pd.read_csv(contrast / "claims.csv"), contrast))
     for block in blocks:
         text = rewrite(text, block)
     readme.write_text(text)
-    return len(blocks) - 1 - (contrast is not None)
+    return len(names)

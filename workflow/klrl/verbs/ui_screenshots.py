@@ -11,9 +11,10 @@ HELP = "screenshots of the MLflow UI comparing cells' curves, for the README"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from klrl.reports.mlflow_screenshots import METRIC
+    from klrl.tracking.mlflow_ui import DEFAULT_STORE
 
     parser.add_argument("--experiment", default="study", help="the run's experiment (results/<experiment>/)")
-    parser.add_argument("--store", default="sqlite:///results/mlflow.db", help="the config's tracking.uri")
+    parser.add_argument("--store", default=DEFAULT_STORE, help="the config's tracking.uri")
     parser.add_argument("--cells", nargs="+", required=True, help="the cells whose runs are compared")
     parser.add_argument("--metric", default=METRIC, help="the curve plotted against the step")
     parser.add_argument("--out", type=Path, default=Path("docs/figures"))
