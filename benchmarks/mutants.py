@@ -138,8 +138,8 @@ MUTANTS = {
     ],
 }
 TESTS = [
-    "tests/test_kl.py",
-    "tests/test_objectives.py",
+    "tests/objective/test_kl.py",
+    "tests/objective/test_policy_terms.py",
     "tests/toy/test_exact.py",
     "tests/training/test_golden.py",
     "tests/training/test_step.py",

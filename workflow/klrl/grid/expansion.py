@@ -21,7 +21,7 @@ The kl `none` cell is made once, at β = 0, whatever the β list. The same cell 
 is an error (it would be one folder with two meanings). Every cell's training settings are built
 into a `TrainConfig` here, so a bad value fails when Snakemake loads the config, naming the group;
 `Cell.train` holds that config's plain values, which the train job reads back from the JSON file
-`settings_json` writes (types survive the trip: tests/test_grid.py) and aggregation
+`settings_json` writes (types survive the trip: tests/grid/test_expansion.py) and aggregation
 reads each cell's model, task, KL configuration, β, lag and seed from (`klrl.analysis.tables.cell_tags`).
 
 Two keys exist for overlays that change a grid's scale and nothing else (config/overlays/cpu-mini.yaml

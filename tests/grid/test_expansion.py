@@ -5,7 +5,6 @@ layered over its study) gets there."""
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -14,8 +13,8 @@ from klrl.core.paths import Layout
 from klrl.training.config import TrainConfig, load_config
 from klrl.core.typed import from_mapping
 from snakemake.utils import update_config
+from workflow_helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted(
     str(path.relative_to(ROOT)) for folder in ("config", ".test/config") for path in (ROOT / folder).glob("*.yaml")
 )

@@ -1,0 +1,1 @@
+"""Tests of klrl.analysis, one file per module."""

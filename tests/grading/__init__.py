@@ -1,0 +1,1 @@
+"""Tests of klrl.grading, one file per module."""

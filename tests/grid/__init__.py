@@ -1,0 +1,1 @@
+"""Tests of klrl.grid, one file per module."""

@@ -1,0 +1,1 @@
+"""Tests of klrl.objective, one file per module."""

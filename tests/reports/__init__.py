@@ -1,0 +1,1 @@
+"""Tests of klrl.reports, one file per module."""
