@@ -32,6 +32,7 @@ VLLM_LOG := results/test-vllm.log
 PYTHONS_LOG := results/build-pythons.log
 
 test:
+	@$(call warn_disk,.) && $(call warn_disk,$${TMPDIR:-/tmp})
 	$(MAKE) --jobs 3 $(STAMP) $(VLLM_STAMP) browser postgresql
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory --jobs 1 $(PYTHONS_STAMPS) > $(PYTHONS_LOG) 2>&1 & pythons=$$!; \
@@ -42,6 +43,14 @@ test:
 	wait $$pythons; echo "--- the venvs of Python $(PYTHONS) (built beside the main suite):"; cat $(PYTHONS_LOG); \
 	$(MAKE) --no-print-directory test-pythons; pythons=$$?; \
 	test $$main = 0 && test $$vllm = 0 && test $$pythons = 0
+
+# Disk a `make test` from nothing takes (measured on a fresh clone): its four venvs about 18 GiB
+# (.venv 2.5, .venv-vllm 3.2, .venv-py3.12 and .venv-py3.13 6.2 each: PyPI's torch for 3.12 and
+# 3.13 is the CUDA build) and the suite's temporary files up to 6 GiB. Less free space is said
+# first, in one line, since the suite would otherwise stop midway on "No space left on device".
+DISK_NEEDED_GIB := 25
+warn_disk = free=$$(df -Pk $(1) | awk 'NR == 2 {print int($$4 / 1048576)}'); \
+	test "$$free" -ge $(DISK_NEEDED_GIB) || echo "make test: only $$free GiB free for $(1); a run from nothing needs about $(DISK_NEEDED_GIB) GiB" >&2
 
 # The code's format and pyflakes' checks (settings in pyproject.toml); `make format` applies them.
 SNAKEMAKE_FILES := Snakefile workflow/rules
