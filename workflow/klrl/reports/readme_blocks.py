@@ -121,9 +121,8 @@ def claims_block(experiment: str, claims: pd.DataFrame, config: str, run_time: s
     )
     counts = claims["verdict"].value_counts()
     summary = ", ".join(f"{count} {verdict}" for verdict, count in counts.items())
-    begin, end = f"<!-- claims:{experiment}:begin -->", f"<!-- claims:{experiment}:end -->"
-    lines = [begin, header, "", f"Rows: {summary}.", ""] + [claim_line(row) for _, row in claims.iterrows()] + [end]
-    return "\n".join(lines)
+    rows = [claim_line(row) for _, row in claims.iterrows()]
+    return marked_block(f"claims:{experiment}", [header, "", f"Rows: {summary}.", "", *rows])
 
 
 def _claim_verdict(rows: pd.DataFrame) -> str:
@@ -162,14 +161,17 @@ def contrast_block(experiment: str, claims: pd.DataFrame, other: pd.DataFrame, o
         f"of the {len(common)} claims tested in both, the {len(lines)} whose verdict differs. A claim's verdict is "
         "reproduced or contradicted when its decisive rows agree, mixed when they disagree, else what its rows are."
     )
-    begin, end = f"<!-- contrast:{experiment}:begin -->", f"<!-- contrast:{experiment}:end -->"
-    return "\n".join([begin, header, "", *(lines or ["No claim differs."]), end])
+    return marked_block(f"contrast:{experiment}", [header, "", *(lines or ["No claim differs."])])
 
 
 def table_block(experiment: str, name: str, table: str, header: str) -> str:
     """A `table:EXPERIMENT:NAME` block holding a run's Markdown table under its provenance line."""
-    marker = f"table:{experiment}:{name}"
-    return "\n".join([f"<!-- {marker}:begin -->", header, "", table.rstrip("\n"), f"<!-- {marker}:end -->"])
+    return marked_block(f"table:{experiment}:{name}", [header, "", table.rstrip("\n")])
+
+
+def marked_block(marker: str, lines: list[str]) -> str:
+    """`lines` between `<!-- MARKER:begin -->` and `<!-- MARKER:end -->`, the form `rewrite` replaces."""
+    return "\n".join([f"<!-- {marker}:begin -->", *lines, f"<!-- {marker}:end -->"])
 
 
 def rewrite(readme: str, block: str) -> str:

@@ -41,13 +41,13 @@ def run(args: argparse.Namespace) -> None:
     if args.configs < 2 or args.grids < 1:
         raise SystemExit(f"--configs {args.configs} must be ≥ 2 and --grids {args.grids} ≥ 1")
     if args.what == "collapse":
-        table = collapse_table(args)
+        given = dict(base_rate=args.base_rate, seed_sd=args.seed_sd[0], seeds=args.seeds[0], problems=args.problems[0])
+        table = collapse_table(args.tables, args.collapse, given, args.grids, args.random_seed)
         print(table)
         if args.write:
-            from klrl.reports.readme_blocks import rewrite
+            from klrl.reports.readme_blocks import marked_block, rewrite
 
-            block = "\n".join(["<!-- power:collapse:begin -->", table, "<!-- power:collapse:end -->"])
-            args.write.write_text(rewrite(args.write.read_text(), block))
+            args.write.write_text(rewrite(args.write.read_text(), marked_block("power:collapse", [table])))
         return
     if args.what == "coverage":
         print(
