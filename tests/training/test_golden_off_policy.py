@@ -34,7 +34,14 @@ KEYS = (
     "is/ratio_mean",
     "is/ratio_max",
 )
-CONFIGS = ("none", "k1-reward", "k1-loss", "k3-reward", "k3-loss", "k1-reward-prefixis")  # config/config.yaml's off-policy groups
+CONFIGS = (
+    "none",
+    "k1-reward",
+    "k1-loss",
+    "k3-reward",
+    "k3-loss",
+    "k1-reward-prefixis",
+)  # config/config.yaml's off-policy groups
 LAGS = (1, 2, 16)
 PRECISIONS = ("none", "bf16-autocast")
 CELLS = {
