@@ -1,16 +1,21 @@
 """Peak host memory of each training process while it loads its models and while it writes a
-checkpoint, at 1, 2 and 4 processes, for this checkout against a baseline revision (interleaved).
+checkpoint, and the checkpoint's bytes on disk, at 1, 2 and 4 processes, for this checkout
+against a baseline revision (interleaved), and for this checkout's on-policy twin.
 
 The cell is the paper's off-policy setting in miniature: SmolLM2-135M (all 30 layers), bf16
-mixed precision (so every process count goes through FSDP), lag 4, the stale-policy queue full
-(5 copies of the weights) and the AdamW moments made (a step with zero gradients and learning
-rate), then one checkpoint. Each process measures itself: the kernel's high-water mark of its
-resident memory (VmHWM), reset before each phase (`/proc/self/clear_refs`, Linux).
+mixed precision (so every process count goes through FSDP), lag 4, its lag at its steady state
+and the AdamW moments made, then one checkpoint. This checkout makes one real step at learning
+rate 0, after which its queue holds the rollouts of steps 1-4; a baseline that keeps the stale
+weights instead (a behaviour model and lag + 1 copies) gets its copies made by hand and a step
+with zero gradients. The on-policy twin (lag 0) makes the same step: its checkpoint is the one
+an off-policy checkpoint is compared with. Each process measures itself: the kernel's
+high-water mark of its resident memory (VmHWM), reset before each phase (`/proc/self/clear_refs`, Linux).
 
-    python benchmarks/host_memory.py --baseline 795f41c [--procs 1 2 4]
+    python benchmarks/host_memory.py --baseline 09fd533 [--procs 1 2 4]
 
-Each process of a run is one row: its rank, its peak while loading (the policy, the reference
-and μ), and its peak while checkpointing, each with the resident memory it had before the phase.
+Each process of a run is one row: its rank, its peak while loading and its peak while
+checkpointing, each with the resident memory it had before the phase, and (rank 0) the
+checkpoint's bytes.
 """
 
 from __future__ import annotations
@@ -57,27 +62,32 @@ def measure(config_path: Path, out_dir: Path, report: Path) -> None:
     before_load = _memory("VmRSS")
     trainer = Trainer(config, out_dir)
     load_peak = _memory("VmHWM")
-    for parameter in trainer.policy.parameters():  # the AdamW moments, as after a first step
-        parameter.grad = torch.zeros_like(parameter)
-    lr = trainer.optimizer.param_groups[0]["lr"]
     trainer.optimizer.param_groups[0]["lr"] = 0.0
-    trainer.optimizer.step()
-    trainer.optimizer.param_groups[0]["lr"] = lr
-    trainer.optimizer.zero_grad(set_to_none=True)
-    while len(trainer.history) < LAG + 1:
-        trainer.history.append(local_state(trainer.policy))
+    if hasattr(trainer, "history"):  # a baseline keeping the stale weights: its copies, the AdamW moments
+        from klrl.training.distributed import local_state
+
+        for parameter in trainer.policy.parameters():
+            parameter.grad = torch.zeros_like(parameter)
+        trainer.optimizer.step()
+        trainer.optimizer.zero_grad(set_to_none=True)
+        while len(trainer.history) < config.async_lag + 1:
+            trainer.history.append(local_state(trainer.policy))
+    else:  # one real step: the AdamW moments, and the queue holding the rollouts of steps 1 … lag
+        trainer.train_step()
     trainer.step = 1
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     _reset_peak()
     before_checkpoint = _memory("VmRSS")
     trainer._checkpoint()
     checkpoint_peak = _memory("VmHWM")
+    written = Path(out_dir) / "checkpoints" / "step-00000001"
     row = {
         "rank": trainer.procs.rank,
         "before_load": before_load,
         "load_peak": load_peak,
         "before_checkpoint": before_checkpoint,
         "checkpoint_peak": checkpoint_peak,
+        "checkpoint_mb": sum(path.stat().st_size for path in written.iterdir()) / 1e6 if trainer.procs.is_main else "",
     }
     with report.open("a") as handle:
         handle.write(json.dumps(row) + "\n")
@@ -101,7 +111,7 @@ def run(code: Path, procs: int, config_path: Path, work: Path) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", default="795f41c", help="git revision to compare with")
+    parser.add_argument("--baseline", default="09fd533", help="git revision to compare with")
     parser.add_argument("--procs", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--measure", nargs=3, type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -124,24 +134,34 @@ def main() -> None:
             "eval_data": str(data / "test.jsonl"),
             "reward": "arithmetic",
             "kl": {"name": "k1-reward", "beta": 0.1},
-            "async_lag": LAG,
             "mixed_precision": "bf16",
             "prompts_per_step": 4,
             "group_size": 2,
-            "steps": 2,
+            "steps": 2 * LAG,
+            "max_new_tokens": 16,
             "threads": 1,
             "eval_every": 0,
             "eval_size": 4,
         }
-        config_path = work / "cell.yaml"
-        config_path.write_text(yaml.safe_dump(settings))
-        checkouts = {"baseline": export_revision(args.baseline, work / "baseline"), "this checkout": ROOT}
+        configs = {}
+        for lag in (LAG, 0):
+            configs[lag] = work / f"cell-lag{lag}.yaml"
+            configs[lag].write_text(yaml.safe_dump(settings | {"async_lag": lag}))
+        baseline = export_revision(args.baseline, work / "baseline")
+        variants = {  # interleaved per process count: the baseline, this checkout, its on-policy twin
+            f"{args.baseline}, lag {LAG}": (baseline, configs[LAG]),
+            f"this checkout, lag {LAG}": (ROOT, configs[LAG]),
+            "this checkout, on-policy": (ROOT, configs[0]),
+        }
         rows = []
         for procs in args.procs:
-            for name, code in checkouts.items():  # interleaved: baseline, then this checkout, per count
+            for name, (code, config_path) in variants.items():
                 for row in run(code, procs, config_path, work):
+                    keys = (*PHASES, "checkpoint_mb")
                     figures = (
-                        [round(row[key]) for key in PHASES] if "failed" not in row else [row["failed"]] * len(PHASES)
+                        [row[key] if row[key] == "" else round(row[key]) for key in keys]
+                        if "failed" not in row
+                        else [row["failed"]] * len(keys)
                     )
                     rows.append([name, procs, row["rank"], *figures])
                     print(rows[-1], flush=True)
@@ -153,6 +173,7 @@ def main() -> None:
         "peak while loading (MB)",
         "RSS before checkpoint (MB)",
         "peak while checkpointing (MB)",
+        "checkpoint on disk (MB)",
     ]
     print(markdown_table(header, rows))
 

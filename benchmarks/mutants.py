@@ -117,7 +117,14 @@ MUTANTS = {
         (K + "training/trainer.py", "anchor = mu_logp if mu_logp is not None else logp", "anchor = logp"),
     ],
     "off-by-one lag (μ one step too fresh)": [
-        (K + "training/trainer.py", "deque(maxlen=config.async_lag + 1)", "deque(maxlen=max(config.async_lag, 1))"),
+        (
+            K + "training/trainer.py",
+            "last = min(self.step + self.config.async_lag,",
+            "last = min(self.step + max(self.config.async_lag - 1, 0),",
+        ),
+    ],
+    "the queue's newest rollout learned from, not the oldest": [
+        (K + "training/trainer.py", "queued = self.queue.popleft()", "queued = self.queue.pop()"),
     ],
     "KL loss term not masked": [(K + "kl.py", "    values = values * mask\n", "")],
     "seq-sum divides by tokens": [
@@ -142,6 +149,7 @@ TESTS = [
     "tests/objective/test_policy_terms.py",
     "tests/toy/test_exact.py",
     "tests/training/test_golden.py",
+    "tests/training/test_golden_off_policy.py",
     "tests/training/test_step.py",
     "tests/training/test_trainer.py",
 ]

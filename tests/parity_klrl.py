@@ -1,8 +1,8 @@
 """`python -m klrl` for tests that run the CLI in subprocesses (e.g. under torchrun), with
 one more reward, `parity` (odd-length completions score 1): an untrained tiny model earns no
 arithmetic reward, hence no advantage, and this one gives it signal. With
-KLRL_TEST_CRASH_AT=<step>, the process that writes checkpoints dies right after writing that
-step's (a kill at a known point); KLRL_TEST_CRASH_AT is read by every process, so with one
+KLRL_TEST_CRASH_AT=<step>, the process that writes checkpoints is killed (SIGKILL) right after
+writing that step's (a kill at a known point); KLRL_TEST_CRASH_AT is read by every process, so with one
 process the whole job dies there. Several commands separated by `+` run in turn in one process
 (one launch for several cells), all in one process group: torch cannot start a second default
 group after destroying the first under torchrun (its store keys repeat, and the ranks hang). With
@@ -12,6 +12,7 @@ log-prob gaps to <folder>/rank<RANK>.jsonl."""
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -30,7 +31,7 @@ def crash_after_checkpoint(step: int) -> None:
     def save_then_die(folder, state, **collective):
         save(folder, state, **collective)
         if state["step"] == step:
-            os._exit(3)
+            os.kill(os.getpid(), signal.SIGKILL)
 
     trainer.save_checkpoint = save_then_die
 

@@ -13,8 +13,9 @@ from workflow_helpers import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Dotted key paths an overlay may set: sizes, steps, token limits, models' stand-ins and
-# resources, backends that exist on a CPU, and the experiment name that keeps its outputs apart.
+# Dotted key paths an overlay may set: sizes, steps (and the lag, which a cell's steps bound),
+# token limits, models' stand-ins and resources, backends that exist on a CPU, and the
+# experiment name that keeps its outputs apart.
 SCALE_KEYS = (
     "experiment",
     "stand_ins.*",
@@ -35,6 +36,7 @@ SCALE_KEYS = (
     "train.eval_size",
     "train.eval_samples",
     "train_overrides.steps",
+    "train_overrides.async_lag",
     "train_overrides.prompts_per_step",
     "train_overrides.group_size",
     "train_overrides.micro_batch_size",
@@ -81,7 +83,6 @@ def test_the_cpu_miniature_keeps_every_group_and_axis_of_the_paper_grid():
         )
         same = (
             "kl",
-            "async_lag",
             "advantage",
             "ratio_clamp",
             "lr",
@@ -90,6 +91,9 @@ def test_the_cpu_miniature_keeps_every_group_and_axis_of_the_paper_grid():
             "activation_checkpointing",
         )
         assert {key: cell.train[key] for key in same} == {key: original.train[key] for key in same}
+        # the lag scaled with the steps: off-policy still, never longer than the cell
+        assert (cell.train["async_lag"] > 0) == (original.train["async_lag"] > 0)
+        assert cell.train["async_lag"] <= cell.train["steps"] < original.train["steps"]
         assert job_resources(mini, cell.model)["processes"] == 2 and cell.train["device"] == "cpu"
         assert cell.train["micro_batch_size"] < cell.train["prompts_per_step"] * cell.train["group_size"] // 2
 

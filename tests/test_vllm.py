@@ -115,8 +115,7 @@ def _max_gap(first: list[torch.Tensor], second: list[torch.Tensor]) -> float:
 
 
 def test_engine_logprobs_follow_the_learner_through_an_optimizer_step(trainer):
-    rows = trainer.schedule.batch(0)
-    rollout, _ = trainer.rollout(rows)
+    rollout = trainer.sample(0).rollout
     engine = trainer.sampler.engine
     assert engine.version == 0
     prompts, completions = _token_lists(rollout)
@@ -181,7 +180,8 @@ def test_an_off_policy_run_trains_through_the_engine(two_layers, arith, tmp_path
     sync = trainer.sampler.engine.sync
     trainer.sampler.engine.sync = lambda model, version: (synced.append(version), sync(model, version))
     assert trainer.run() == "completed"
-    # evaluation at step 0 (θ0), rollouts from θ0, θ0, θ1 (lag 1), the final evaluation from θ3
+    # evaluation at step 0 (θ0), steps 0's and 1's rollouts sampled by θ0 at step 0, step 2's by θ1
+    # at step 1 (lag 1), the final evaluation from θ3: the engine only ever holds the policy
     assert synced == [0, 0, 0, 1, 3]
     assert trainer.sampler.engine.version == 3
     records = read_metrics(out / "metrics.jsonl")
@@ -215,11 +215,12 @@ def test_lm_eval_vllm_backend_scores_like_the_hf_backend(smollm2_folder, arith, 
 
 
 def test_two_processes_each_with_an_engine_sync_it_from_the_fsdp_shards(two_layers, arith, tmp_path):
-    """`torchrun` with 2 processes: the policy, the reference and μ sharded by FSDP over gloo, a
+    """`torchrun` with 2 processes: the policy and the reference sharded by FSDP over gloo, a
     vLLM engine in each process (`external_launcher`) generating that process's prompt groups.
-    Off-policy at lag 1, with an evaluation at step 2: the engine is given the policy's weights
-    (the on-policy sync) at steps 0, 2 and 3 and μ's (θ1) for step 2's rollout. Each process
-    compares its engine with the model it syncs from, before and after every sync."""
+    Off-policy at lag 1, with an evaluation at step 2: the engine is only ever given the policy's
+    weights, at steps 0 (the evaluation and steps 0's and 1's rollouts), 1 (step 2's rollout), 2
+    (the evaluation) and 3 (the final one). Each process compares its engine with the model it
+    syncs from, before and after every sync."""
     settings = _settings(
         two_layers, arith, reward="parity", async_lag=1, steps=3, eval_every=2, group_size=4,
         advantage="group-mean", ratio_clamp=8.0, threads=1,
@@ -237,8 +238,8 @@ def test_two_processes_each_with_an_engine_sync_it_from_the_fsdp_shards(two_laye
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
     assert "Traceback" not in result.stderr, result.stderr[-5000:]  # the engines shut down before the process group
 
-    # eval θ0, rollouts θ0 θ0, eval θ2, rollout θ1 (lag 1), final eval θ3
-    expected = [(None, 0), (0, 0), (0, 0), (0, 2), (2, 1), (1, 3)]
+    # eval θ0, rollouts of steps 0 and 1 by θ0, step 2's by θ1 (lag 1), eval θ2, final eval θ3
+    expected = [(None, 0), (0, 0), (0, 0), (0, 1), (1, 2), (2, 3)]
     for rank in (0, 1):
         log = records(syncs / f"rank{rank}.jsonl")
         assert [(entry["held"], entry["version"]) for entry in log] == expected

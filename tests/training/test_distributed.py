@@ -163,13 +163,12 @@ def test_the_trainers_decoding_loop_gathers_the_weights_once_and_shards_them_aga
         layer.register_forward_hook(
             lambda *_: whole_after_forward.append(not isinstance(layer.self_attn.q_proj.weight, DTensor))
         )
-        rows = trainer.schedule.batch(0)
         rollouts = {}
         for name in ("gathered", "per forward"):
             if name == "per forward":
                 trainer.sampler = dataclasses.replace(trainer.sampler, hold_weights=HFSampler.hold_weights)
             whole_after_forward.clear()
-            rollouts[name], _ = trainer.rollout(rows)
+            rollouts[name] = trainer.sample(0).rollout
             assert (
                 len(whole_after_forward) == rollouts[name].completion_ids.shape[1]
             )  # prefill + one forward per later token
@@ -304,11 +303,13 @@ RESUMES = {
 def test_a_crashed_run_resumes_under_any_process_count_like_an_uninterrupted_run(
     tiny_base, arith_data, tmp_path, writers, readers
 ):
-    """The process writing the step-2 checkpoint dies right after it (each process's shards of
-    the weights, the AdamW moments, the lag queue); the same cell resumed by 2 processes, or by
-    another count than wrote it (DCP reshards on load), ends where one process running
-    uninterrupted ends. Two processes write and read DTensor shards, one process plain tensors."""
-    settings = _settings(tiny_base, arith_data, kl="k3-loss", beta=0.1, async_lag=1, steps=4, checkpoint_every=2)
+    """The process writing the step-2 checkpoint is killed right after it (each process's shards
+    of the weights and the AdamW moments, and the queued rollouts of steps 2 and 3, sampled by θ0
+    and θ1 at lag 2); the same cell resumed by 2 processes, or by another count than wrote it
+    (DCP reshards on load, and each process takes its own rows of the queue), ends where one
+    process running uninterrupted ends. Two processes write and read DTensor shards, one process
+    plain tensors."""
+    settings = _settings(tiny_base, arith_data, kl="k3-loss", beta=0.1, async_lag=2, steps=4, checkpoint_every=2)
     single = tmp_path / "single"
     _train(single, settings, [sys.executable], [str(PARITY_CLI)])
     cut = tmp_path / "cut"

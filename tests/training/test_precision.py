@@ -64,7 +64,7 @@ def test_the_gradient_is_the_float32_gradient_to_bfloat16_rounding(tiny_base, ar
         config = tiny_config(tiny_base, arith_data, kl="k3-loss", beta=0.5, grad_clip=1e9, **precision)
         trainer = Trainer(config, tmp_path / name)
         if rollout is None:
-            rollout, _ = trainer.rollout(trainer.schedule.batch(0))
+            rollout = trainer.sample(0).rollout
         trainer.optimizer.param_groups[0]["lr"] = 0.0  # read the gradient, do not apply it
         rewards = (torch.arange(rollout.completion_ids.shape[0]) % 3 == 0).float()
         trainer.learner.learn(rollout, rewards, 0)

@@ -63,7 +63,7 @@ def hand_written_loss(
 
 
 def learn_capturing_the_gradient(
-    trainer, params, monkeypatch, rollout, rewards, step, update=-1
+    trainer, params, monkeypatch, rollout, rewards, step, update=-1, behaviour_logp=None
 ) -> tuple[dict, torch.Tensor]:
     """The learner's step on the rollout: its metrics and the gradient the optimizer applied (at
     its `update`-th optimizer step, the last by default)."""
@@ -75,7 +75,7 @@ def learn_capturing_the_gradient(
         return original_step(*args, **kwargs)
 
     monkeypatch.setattr(trainer.optimizer, "step", capture)
-    record = trainer.learner.learn(rollout, rewards, step)
+    record = trainer.learner.learn(rollout, rewards, step, behaviour_logp)
     return record, applied[update]
 
 
@@ -105,22 +105,31 @@ def test_the_applied_gradient_is_the_hand_written_loss(tiny_base, arith_data, tm
     trainer = Trainer(config, tmp_path)
     torch.manual_seed(0)  # a policy away from the reference, so that every KL term is non-zero
     trainer.policy.load_state_dict({k: v + 0.05 * torch.randn_like(v) for k, v in trainer.policy.state_dict().items()})
-    if off:  # one step, so that μ = θ0 lags the learner's θ1
+    theta0 = {name: tensor.clone() for name, tensor in trainer.policy.state_dict().items()}
+    if off:  # one step, so that μ = θ0 lags the learner's θ1: step 1's rollout, queued by θ0 at step 0
         trainer.train_step()
         trainer.step = 1
-    rollout, group = trainer.rollout(trainer.schedule.batch(trainer.step))
+    queued = trainer.queue.popleft() if off else trainer.sample(0)
+    rollout = queued.rollout
     rewards = torch.tensor(_parity_reward(completion_texts(trainer.tokenizer, rollout), None))
     mask = rollout.completion_mask.float()
     assert 0 < mask.sum() < mask.numel()  # some completions end at EOS: padding is in play
 
+    mu = None
+    if off:  # μ's log-probs by hand: θ0's weights, put back for the scoring alone
+        theta1 = {name: tensor.clone() for name, tensor in trainer.policy.state_dict().items()}
+        trainer.policy.load_state_dict(theta0)
+        with torch.no_grad():
+            mu = token_logp(completion_logits(trainer.policy, rollout), rollout.completion_ids)
+        trainer.policy.load_state_dict(theta1)
     trainer.policy.train()
     params = list(trainer.policy.parameters())
     logp = token_logp(completion_logits(trainer.policy, rollout), rollout.completion_ids)
     with torch.no_grad():
         ref = token_logp(completion_logits(trainer.reference, rollout), rollout.completion_ids)
-        mu = token_logp(completion_logits(trainer.behaviour, rollout), rollout.completion_ids) if off else None
     if off:
         assert (logp.detach() - mu).abs().max() > 1e-3
+        assert torch.allclose(queued.behaviour_logp, mu, rtol=0, atol=1e-6)  # the queued log μ is θ0's
     loss = hand_written_loss(
         name,
         logp,
@@ -135,7 +144,9 @@ def test_the_applied_gradient_is_the_hand_written_loss(tiny_base, arith_data, tm
     )
     expected = torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, params)])
 
-    record, applied = learn_capturing_the_gradient(trainer, params, monkeypatch, rollout, rewards, trainer.step)
+    record, applied = learn_capturing_the_gradient(
+        trainer, params, monkeypatch, rollout, rewards, trainer.step, behaviour_logp=queued.behaviour_logp
+    )
     assert expected.norm() > 1e-3
     gap = (applied.double() - expected).norm() / expected.norm()
     assert gap < 1e-5, gap
@@ -167,7 +178,7 @@ def test_a_minibatchs_gradient_is_its_own_hand_written_loss(tiny_base, arith_dat
     trainer = Trainer(config, tmp_path)
     torch.manual_seed(0)
     trainer.policy.load_state_dict({k: v + 0.05 * torch.randn_like(v) for k, v in trainer.policy.state_dict().items()})
-    rollout, _ = trainer.rollout(trainer.schedule.batch(0))
+    rollout = trainer.sample(0).rollout
     rewards = torch.tensor(_parity_reward(completion_texts(trainer.tokenizer, rollout), None))
     mask = rollout.completion_mask.float()
     first = trainer.learner.minibatches(mask.shape[0], 0, 0, mask.device)[0]

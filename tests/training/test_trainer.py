@@ -72,7 +72,7 @@ def test_in_loss_kl_gradient_is_what_klrl_kl_prescribes(tiny_base, arith_data, t
     trainer.train_step()
     # the same gradient by hand, from the same rollout (the sampler is seeded by the step)
     trainer.policy.load_state_dict(start)
-    rollout, _ = trainer.rollout(trainer.schedule.batch(0))
+    rollout = trainer.sample(0).rollout
     mask = rollout.completion_mask.float()
     ref_logp = token_logp(completion_logits(trainer.reference, rollout), rollout.completion_ids).detach()
     logp = token_logp(completion_logits(trainer.policy, rollout), rollout.completion_ids)
@@ -107,8 +107,8 @@ def test_lag_zero_is_the_on_policy_path_and_lag_one_is_not(tiny_base, arith_data
         )
         trainer.run()
         runs[("three", lag)] = _weights(trainer.policy)
-    # at step 0 the lagged actor holds the same weights as the learner: the off-policy
-    # machinery (μ's log-probs, ratios) must reduce exactly to the on-policy update
+    # at step 0 the rollout comes from the learner's own weights: the off-policy machinery (the
+    # queued log μ, ratios) must reduce exactly to the on-policy update
     assert all(torch.equal(runs[("one", 0)][n], runs[("one", 1)][n]) for n in runs[("one", 0)])
     assert not all(torch.equal(runs[("three", 0)][n], runs[("three", 1)][n]) for n in runs[("three", 0)])
     records = read_metrics(tmp_path / "three1" / "metrics.jsonl")
@@ -256,7 +256,7 @@ def test_the_sampler_is_synced_with_the_weights_it_samples_from(
     tiny_base, arith_data, tmp_path, parity_reward, monkeypatch
 ):
     """The contract a backend with its own weights (vllm) relies on: sync(model, version) hands over
-    the weights of optimizer step `version`: the lagged ones for rollouts, the current for evaluations."""
+    the weights of optimizer step `version`, the current policy's, for rollouts and evaluations alike."""
     synced = []
     monkeypatch.setattr(HFSampler, "sync", lambda self, model, version: synced.append((version, _weights(model))))
     trainer = Trainer(
@@ -271,7 +271,8 @@ def test_the_sampler_is_synced_with_the_weights_it_samples_from(
     trainer.train_step = recording_step
     trainer.run()
     policy_at[4] = _weights(trainer.policy)
-    # evaluation of θ0, rollouts of steps 0-3 from θ0, θ0, θ0, θ1 (lag 2), final evaluation of θ4
+    # evaluation of θ0, the rollouts of steps 0-2 sampled by θ0 at step 0 and step 3's by θ1 at
+    # step 1 (lag 2), final evaluation of θ4: the sampler is only ever given the policy
     assert [version for version, _ in synced] == [0, 0, 0, 0, 1, 4]
     for version, weights in synced:
         assert all(torch.equal(weights[name], policy_at[version][name]) for name in weights)

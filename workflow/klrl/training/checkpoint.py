@@ -3,13 +3,13 @@ not at all, and it is read without running any code.
 
 A checkpoint holds everything the next step depends on, in two parts, in one folder
 `checkpoints/step-<step>/` of the cell's output folder:
-- the tensors (the policy's weights, the AdamW moments, the stale-policy queue θ_{t−k} … θ_t of
-  off-policy runs), in torch.distributed.checkpoint's format (DCP): each process writes the
-  shards it holds (`__<rank>_0.distcp`) and rank 0 the index of them all (`.metadata`). No
-  process gathers a model to write or read one, and DCP reshards on load, so a checkpoint
-  written by N processes resumes under M;
+- the tensors (the policy's weights, the AdamW moments, and off-policy the queued rollouts of
+  klrl.training.rollout_queue), in torch.distributed.checkpoint's format (DCP): each process
+  writes the shards it holds (`__<rank>_0.distcp`) and rank 0 the index of them all
+  (`.metadata`). No process gathers a model to write or read one, and DCP reshards on load,
+  so a checkpoint written by N processes resumes under M;
 - `state.pt`: the plain values (the step, the scheduler, the optimizer's settings, the RNG
-  states, the length of the queue), read with `torch.load(weights_only=True)`.
+  states, each queued rollout's step, version and shapes), read with `torch.load(weights_only=True)`.
 
 Nothing in a checkpoint runs code on load. DCP reads `.metadata` with `pickle.load`; here it is
 first read by an unpickler that admits only the classes of DCP's index (`INDEX_CLASSES`), so a
@@ -18,8 +18,10 @@ are refused too: a klrl checkpoint holds tensors only.
 
 A checkpoint is written to `step-<step>.tmp/` by every process, each file synced, then renamed
 by rank 0 once all have written; the last two are kept. One that cannot be read (a file torn or
-missing, a key absent) is skipped with a warning for the one before it. A single-file checkpoint
-of an earlier klrl (`checkpoint.pt`) is refused with a line that says what to do.
+missing, a key absent) is skipped with a warning for the one before it. One that the trainer
+refuses (`RefusedCheckpoint`: crafted, or of a layout it no longer reads, such as the stale
+weights an earlier klrl kept off-policy) stops the resume with one line, nothing overwritten. A
+single-file checkpoint of an earlier klrl (`checkpoint.pt`) is refused with a line that says what to do.
 """
 
 from __future__ import annotations
@@ -62,7 +64,11 @@ INDEX_CLASSES = {
 }
 
 
-class UnsafeCheckpoint(ValueError):
+class RefusedCheckpoint(ValueError):
+    """A checkpoint that must not be resumed, nor skipped for an older one: its reason in one line."""
+
+
+class UnsafeCheckpoint(RefusedCheckpoint):
     """A checkpoint file that holds more than tensors and plain values: refused, never run."""
 
 
@@ -203,7 +209,8 @@ def load_checkpoint(folder: Path, layout: Callable[[dict], dict]) -> dict | None
     None when there is none. `layout(plain)` gives a nested dict of tensors shaped as this
     process holds them (its shards); the checkpoint is read into new tensors of that layout.
     Collective when the model is sharded. A corrupt checkpoint is skipped with a warning; a
-    crafted one raises UnsafeCheckpoint; an old single-file one, ValueError."""
+    crafted one raises UnsafeCheckpoint, one `layout` refuses RefusedCheckpoint (both name the
+    folder); an old single-file one, ValueError."""
     legacy = [name for name in LEGACY if (Path(folder) / name).exists()]
     if legacy:
         raise ValueError(
@@ -217,10 +224,13 @@ def load_checkpoint(folder: Path, layout: Callable[[dict], dict]) -> dict | None
         try:
             state = _read_plain(path)
             _read_index(path)
-            tensors = _empty_like(layout(state["plain"]))
+            try:
+                tensors = _empty_like(layout(state["plain"]))
+            except RefusedCheckpoint as error:
+                raise RefusedCheckpoint(f"{path}: refused, {error}") from None
             with _quiet_dcp():
                 dcp.load(tensors, storage_reader=dcp.FileSystemReader(path))
-        except UnsafeCheckpoint:
+        except RefusedCheckpoint:
             raise
         except (ValueError, KeyError, RuntimeError, OSError, CheckpointException) as error:
             warnings.warn(f"{path}: {_first_line(error, 400).removeprefix(str(path) + '/')}; skipped", stacklevel=2)

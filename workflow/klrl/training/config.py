@@ -172,6 +172,11 @@ class TrainConfig:
             bad = "minibatches"  # a batch split into equal minibatches
         if bad:
             raise ValueError(f"train config: bad value for {bad!r}: {getattr(self, bad)!r} ({_field_help(bad)})")
+        if self.async_lag > self.steps:
+            raise ValueError(
+                f"train config: async_lag {self.async_lag} is larger than the cell's {self.steps} steps "
+                "(every rollout would come from the base; at most `steps`)"
+            )
         if self.engine_correction is not None and (
             self.generation_backend != "vllm" or (self.temperature, self.top_p) != (1.0, 1.0)
         ):

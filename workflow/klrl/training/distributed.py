@@ -141,6 +141,14 @@ class Processes:
             dist.all_reduce(value)
         return value
 
+    def gather_rows(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Every process's tensor (all of one shape) stacked along the rows, in rank order."""
+        if self.world == 1:
+            return tensor
+        parts = [torch.empty_like(tensor) for _ in range(self.world)]
+        dist.all_gather(parts, tensor.contiguous())
+        return torch.cat(parts)
+
     def barrier(self) -> None:
         if self.world > 1:
             dist.barrier()

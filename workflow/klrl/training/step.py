@@ -1,8 +1,9 @@
 """The learner's half of a training step: from a rollout and its rewards to updated weights.
 
 One path for every setting (`Learner.learn`):
- 1. score      log-probs of the sampled tokens under πθ (pre-update), πref and μ (off-policy),
-               each distinct prompt computed once for its G samples (`completion_logits`),
+ 1. score      log-probs of the sampled tokens under πθ (pre-update) and πref, each distinct
+               prompt computed once for its G samples (`completion_logits`); off-policy, μ's
+               come with the rollout (`sampling_logp`, taken when θ_{t−k} sampled it),
                micro-batch by micro-batch without gradient (with it, and kept, when the step is
                one update of one piece: then the update reuses that forward);
  2. advantages from the penalised rewards, once for the batch (`klrl.objective.loss.penalised_advantages`);
@@ -67,23 +68,28 @@ class Scores:
 class Learner:
     """Updates the policy from rollouts; holds no state of its own between steps."""
 
-    def __init__(self, config: TrainConfig, policy, reference, behaviour, optimizer, scheduler, procs) -> None:
+    def __init__(self, config: TrainConfig, policy, reference, optimizer, scheduler, procs) -> None:
         self.config, self.loss = config, loss_config(config)
-        self.policy, self.reference, self.behaviour = policy, reference, behaviour
+        self.policy, self.reference = policy, reference
         self.optimizer, self.scheduler, self.procs = optimizer, scheduler, procs
         self.device = procs.device
 
-    def learn(self, rollout: Rollout, rewards: torch.Tensor, step: int) -> dict:
-        """One training step's learning on this process's rollout rows and their (B,) rewards;
+    def learn(
+        self, rollout: Rollout, rewards: torch.Tensor, step: int, behaviour_logp: torch.Tensor | None = None
+    ) -> dict:
+        """One training step's learning on this process's rollout rows, their (B,) rewards and,
+        off-policy, the (B, L) log μ of their tokens (`sampling_logp` when they were sampled);
         returns its metrics (losses and gradient norm of the last update)."""
         config, timings = self.config, {}
         start = time.perf_counter()
         rollout = rollout.apply(lambda tensor: tensor.to(self.device))
+        if behaviour_logp is not None:
+            behaviour_logp = behaviour_logp.to(self.device)
         mask = rollout.completion_mask.float()
         rows = mask.shape[0]
         self.policy.train()
         one_piece = config.ppo_epochs * config.minibatches == 1 and (config.micro_batch_size or rows) >= rows
-        scores = self.score(rollout, keep_graph=one_piece)
+        scores = self.score(rollout, keep_graph=one_piece, behaviour_logp=behaviour_logp)
         rewards = rewards.to(mask.device)
         adv = penalised_advantages(self.loss, rewards, scores.logp, scores.ref_logp, mask, scores.behaviour_logp)
         record = self.diagnostics(scores, rewards, adv, mask)
@@ -101,32 +107,42 @@ class Learner:
             record["memory/allocated_gib_max"] = torch.cuda.max_memory_allocated(mask.device) / 2**30
         return record | losses | timings
 
-    def score(self, rollout: Rollout, keep_graph: bool) -> Scores:
-        """The batch's log-probs under πθ, πref and μ, and the exact statistics, computed
+    def score(self, rollout: Rollout, keep_graph: bool, behaviour_logp: torch.Tensor | None = None) -> Scores:
+        """The batch's log-probs under πθ and πref, and the exact statistics, computed
         micro-batch by micro-batch (πθ's with its graph kept if `keep_graph`)."""
         parts, masks = [], []
-        size = self.config.micro_batch_size or rollout.completion_ids.shape[0]
-        for start in range(0, rollout.completion_ids.shape[0], size):
-            part = rollout.apply(lambda tensor: tensor[start : start + size])
+        for part in self.micro_batches(rollout):
             parts.append(self.score_rows(part, keep_graph))
             masks.append(part.completion_mask.float())
-        logp, ref_logp, behaviour_logp = (
-            None if parts[0][i] is None else torch.cat([part[i] for part in parts]) for i in range(3)
-        )
-        exact = combine_distribution_stats([part[3] for part in parts], masks)
+        logp, ref_logp = (torch.cat([part[i] for part in parts]) for i in range(2))
+        exact = combine_distribution_stats([part[2] for part in parts], masks)
         return Scores(logp.detach(), ref_logp, behaviour_logp, exact, graph=logp if keep_graph else None)
+
+    def micro_batches(self, rollout: Rollout) -> list[Rollout]:
+        """The rollout's rows in chunks of `micro_batch_size` (all at once without one)."""
+        size = self.config.micro_batch_size or rollout.completion_ids.shape[0]
+        rows = rollout.completion_ids.shape[0]
+        return [rollout.apply(lambda tensor: tensor[start : start + size]) for start in range(0, rows, size)]
 
     def score_rows(self, rollout: Rollout, keep_graph: bool) -> tuple:
         tokens = rollout.completion_ids
         with torch.no_grad():
             ref_logits = self.logits(self.reference, rollout)
-            behaviour_logp = None
-            if self.behaviour is not None:
-                behaviour_logp = token_logp(self.logits(self.behaviour, rollout), tokens)
         with torch.enable_grad() if keep_graph else torch.no_grad():
             logits = self.logits(self.policy, rollout)
         exact = distribution_stats(logits, ref_logits, rollout.completion_mask.float())
-        return token_logp(logits, tokens), token_logp(ref_logits, tokens), behaviour_logp, exact
+        return token_logp(logits, tokens), token_logp(ref_logits, tokens), exact
+
+    @torch.no_grad()
+    def sampling_logp(self, rollout: Rollout) -> torch.Tensor:
+        """The (B, L) log-probs of the rollout's tokens under the policy as it is now, on the
+        CPU: log μ of a rollout it has just sampled for a later step, computed in the
+        micro-batches and precision that scoring uses."""
+        rollout = rollout.apply(lambda tensor: tensor.to(self.device))
+        parts = [
+            token_logp(self.logits(self.policy, part), part.completion_ids) for part in self.micro_batches(rollout)
+        ]
+        return torch.cat(parts).cpu()
 
     def logits(self, model, rollout: Rollout) -> torch.Tensor:
         """`model`'s float32 logits of the rollout's completion tokens: one call for πθ, πref and μ,

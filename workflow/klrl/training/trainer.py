@@ -4,12 +4,15 @@ What runs at each step t, in order:
  1. Prompts: `prompts_per_step` rows of the train split, from a seeded permutation per epoch.
  2. Rollout: G = `group_size` completions per prompt, sampled at `temperature` / `top_p` from
     the behaviour policy μ. On-policy (async_lag k = 0) μ is the current policy. Off-policy μ
-    holds the weights of step t − k (step 0 while t < k): what an asynchronous actor lagging
-    k optimizer steps produces, but deterministic. `generation_backend` hf samples with μ's
-    model itself; vllm with a colocated engine that is first given μ's weights (sync).
+    is the policy of step t − k (step 0 while t < k): what an asynchronous actor lagging k
+    optimizer steps produces, but deterministic. No stale weights are kept: at step s the
+    policy samples the rollout of step s + k (klrl.training.rollout_queue), the learner scores
+    log μ of its tokens with the same weights right then, it is graded and queued, and step t
+    takes the queued rollout of step t. `generation_backend` hf samples with the policy's
+    model itself; vllm with a colocated engine given the policy's weights once per step (sync).
  3. Learning (`klrl.training.step.Learner`, one path for every setting): log-probs of the
-    sampled tokens under the policy, the frozen reference πref (the base model) and,
-    off-policy, μ (recomputed by the learner from the stale weights, as in the paper); the
+    sampled tokens under the policy and the frozen reference πref (the base model) and,
+    off-policy, the queued log μ (the learner's own forward of θ_{t−k}, as in the paper); the
     loss of `klrl.objective.loss`: the KL of `klrl.objective.kl.kl_terms` (and nothing else) shapes the reward
     R̃ = R − penalty and/or adds its loss term; advantages from R̃ within each group (RLOO by
     default; Dr. GRPO's R − group mean with `advantage: group-mean`, the paper's off-policy
@@ -32,8 +35,9 @@ engine generates only its share. Each process keeps its own P/W groups for the s
 the advantages (within a group, so local) and the loss; FSDP averages the gradients, which with
 equal shares is the gradient of the whole batch. Metrics are averaged over processes; rank 0
 alone writes files and logs to MLflow. Rank 0 alone reads the base model and hands every process
-its shards. The off-policy queue holds each process's own shards, and each process writes its own
-shards into a checkpoint; final/ holds full weights. With `mixed_precision: bf16` (FSDP even in one
+its shards. The off-policy queue holds each process's own rows, and each process writes its own
+shards into a checkpoint (the queued rollouts whole, klrl.training.rollout_queue); final/
+holds full weights. With `mixed_precision: bf16` (FSDP even in one
 process) or `bf16-autocast` the model computes in bfloat16 over float32 master weights
 (klrl.training.precision).
 
@@ -63,13 +67,14 @@ from klrl.core.schedule import lr_factor
 from klrl.tasks.data import RowLimits, read_split
 from klrl.training import distributed
 from klrl.training.attempt import write_config
-from klrl.training.checkpoint import load_checkpoint, remove_checkpoints, save_checkpoint
+from klrl.training.checkpoint import RefusedCheckpoint, load_checkpoint, remove_checkpoints, save_checkpoint
 from klrl.training.config import TrainConfig
-from klrl.training.distributed import load_local_state, local_rows, local_shards, local_state
+from klrl.training.distributed import local_rows
 from klrl.training.periodic_eval import pass_at_1
 from klrl.training.precision import attention_implementation, forward_precision, hold_frozen_weights
 from klrl.training.prompts import PromptSchedule, encode_prompts, stop_token_ids
-from klrl.training.sampling import HFSampler, Rollout, completion_texts
+from klrl.training.rollout_queue import QueuedRollout, queue_layout, queue_state, restore_queue
+from klrl.training.sampling import HFSampler, completion_texts
 from klrl.training.seeds import seeded_generator
 from klrl.training.step import Learner
 from klrl.training.record import MetricsLog, NoTracking, RunTracker, read_metrics, write_status
@@ -95,7 +100,6 @@ class Trainer:
         source = self._base_model() if self.procs.sharded and self.procs.is_main else None  # rank 0's one host copy
         self.policy = self._model(source, trainable=True)
         self.reference = self._model(source, offload=config.reference_offload)
-        self.behaviour = self._model(source) if config.async_lag else None
         del source
         self.optimizer = torch.optim.AdamW(
             self.policy.parameters(),
@@ -121,11 +125,10 @@ class Trainer:
         self.eval_rows = eval_rows[: config.eval_size]
         stops = stop_token_ids(self.tokenizer, config.base_model, config.stop_tokens, config.base_revision)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else stops[0]
+        self.pad_id = pad
         self.sampler = self._make_sampler(stops, pad)
-        self.history: deque[dict] = deque(maxlen=config.async_lag + 1)  # θ_{t−k} … θ_t (local shards)
-        self.learner = Learner(
-            config, self.policy, self.reference, self.behaviour, self.optimizer, self.scheduler, self.procs
-        )
+        self.queue: deque[QueuedRollout] = deque()  # the rollouts of steps t … t + k, oldest first
+        self.learner = Learner(config, self.policy, self.reference, self.optimizer, self.scheduler, self.procs)
         self.step = 0
 
     def _count_tokens(self, text: str) -> int:
@@ -198,31 +201,30 @@ class Trainer:
         return self.procs.load_from_main(model, source, config.mixed_precision, offload)
 
     # ----------------------------------------------------------------- state
+    def _model_tensors(self) -> dict:
+        """The policy's and the AdamW moments' tensors (this process's shards) and the optimizer's settings."""
+        optimizer = self.procs.optimizer_state(self.policy, self.optimizer)
+        tensors = {"policy": self.procs.model_state(self.policy), "optimizer": optimizer["state"]}
+        return {"tensors": tensors, "param_groups": optimizer["param_groups"]}
+
     def _training_state(self) -> dict:
-        """What a checkpoint holds, each tensor this process's shards: the policy, the AdamW
-        moments, the stale-policy queue (laid out like the policy); and the plain values."""
-        procs = self.procs
-        optimizer = procs.optimizer_state(self.policy, self.optimizer)
-        tensors = {
-            "policy": procs.model_state(self.policy),
-            "optimizer": optimizer["state"],
-            "history": {
-                str(index): procs.as_model_state(self.policy, weights) for index, weights in enumerate(self.history)
-            },
-        }
-        plain = {
-            "scheduler": self.scheduler.state_dict(),
-            "param_groups": optimizer["param_groups"],
-            "history_length": len(self.history),
-        }
-        return {"step": self.step, "tensors": tensors, "plain": plain}
+        """What a checkpoint holds: the policy and the AdamW moments (each process's shards), the
+        queued rollouts (klrl.training.rollout_queue); and the plain values. Collective."""
+        model = self._model_tensors()
+        queued, queue_plain = queue_state(self.queue, self.procs, self.pad_id)
+        plain = {"scheduler": self.scheduler.state_dict(), "param_groups": model["param_groups"], "queue": queue_plain}
+        return {"step": self.step, "tensors": model["tensors"] | {"queue": queued}, "plain": plain}
 
     def _restore(self) -> None:
         """Resume from the newest readable checkpoint, if any (each process reads its own shards)."""
 
         def layout(plain: dict) -> dict:  # the tensors to read, shaped as this process holds them
-            tensors = self._training_state()["tensors"]
-            return tensors | {"history": {str(index): tensors["policy"] for index in range(plain["history_length"])}}
+            if "queue" not in plain:
+                raise RefusedCheckpoint(
+                    "written by a klrl that kept the stale weights, before the off-policy lag became a queue of "
+                    "rollouts; delete the cell's checkpoints/ to train it again from step 0, or finish it with the klrl that wrote it"
+                )
+            return self._model_tensors()["tensors"] | {"queue": queue_layout(plain["queue"])}
 
         state = load_checkpoint(self.out_dir, layout)
         if state is None:
@@ -234,8 +236,7 @@ class Trainer:
             self.policy, self.optimizer, {"state": tensors["optimizer"], "param_groups": plain["param_groups"]}
         )
         self.scheduler.load_state_dict(plain["scheduler"])
-        self.history.clear()
-        self.history.extend(local_shards(tensors["history"][str(index)]) for index in range(plain["history_length"]))
+        self.queue = restore_queue(tensors["queue"], plain["queue"], self.rows)
         self.step = state["step"]
 
     def _checkpoint(self) -> None:
@@ -336,34 +337,37 @@ class Trainer:
 
     # ------------------------------------------------------------------ step
     def train_step(self) -> dict:
-        """Step `self.step`: a rollout from the actor, its rewards, and the learner's update;
-        returns the step's metrics (this process's)."""
+        """Step `self.step`: the queue filled up to step t + k, the learner's update from step
+        t's queued rollout; returns the step's metrics (this process's)."""
         start = time.perf_counter()
-        rollout, group = self.rollout(self.schedule.batch(self.step))
-        texts = completion_texts(self.tokenizer, rollout)
-        rewards = torch.tensor(self.reward_fn(texts, [row["answer"] for row in group]), dtype=torch.float32)
+        last = min(self.step + self.config.async_lag, self.config.steps - 1)
+        first = self.queue[-1].step + 1 if self.queue else self.step
+        for step in range(first, last + 1):
+            self.queue.append(self.sample(step))
         generate = time.perf_counter() - start
-        return {"step": self.step} | self.learner.learn(rollout, rewards, self.step) | {"time/generate": generate}
+        queued = self.queue.popleft()
+        learned = self.learner.learn(queued.rollout, queued.rewards, self.step, queued.behaviour_logp)
+        return {"step": self.step, "rollout/version": queued.version} | learned | {"time/generate": generate}
 
-    def rollout(self, rows: list[dict]) -> tuple[Rollout, list[dict]]:
-        """This process's rows of the step's rollout, from the actor (θ_t, or θ_{t−k} off-policy),
-        and their dataset rows. Off-policy it also records θ_t as the newest stale weights."""
-        actor, version = self.policy, self.step
-        if self.behaviour is not None:
-            self.history.append(local_state(self.policy))
-            load_local_state(self.behaviour, self.history[0])
-            actor, version = self.behaviour, max(0, self.step - self.config.async_lag)
-        group = [row for row in rows for _ in range(self.config.group_size)]
+    def sample(self, step: int) -> QueuedRollout:
+        """The rollout that step `step` learns from, sampled now by the current policy (θ_t, t =
+        `self.step`) from that step's prompts with that step's generator: this process's rows,
+        graded, and off-policy with the learner's log μ = log θ_t of its tokens."""
+        rows = self.schedule.batch(step)
+        group = [row for row in rows for _ in range(self.config.group_size)][self.rows]
         prompts = [
             ids for ids in encode_prompts(self.tokenizer, rows) for _ in range(self.config.group_size)
         ]  # a chat template per prompt, not per sample
-        actor.eval()
-        self.sampler.sync(actor, version)
+        self.policy.eval()
+        self.sampler.sync(self.policy, self.step)
         with forward_precision(self.config.mixed_precision, self.device):
             rollout = self.sampler.sample(
-                actor, prompts, seeded_generator(self.config.seed, "rollout", self.step), self.rows
+                self.policy, prompts, seeded_generator(self.config.seed, "rollout", step), self.rows
             )
-        return rollout, group[self.rows]
+        texts = completion_texts(self.tokenizer, rollout)
+        rewards = torch.tensor(self.reward_fn(texts, [row["answer"] for row in group]), dtype=torch.float32)
+        behaviour_logp = self.learner.sampling_logp(rollout) if self.config.async_lag else None
+        return QueuedRollout(step, self.step, rollout, behaviour_logp, rewards)
 
     def close(self) -> None:
         """Release the rollout backend's engine (vLLM's), before the process group goes."""

@@ -2,12 +2,13 @@
 
 The engine lives in the trainer's own process (vLLM's in-process engine core,
 VLLM_ENABLE_V1_MULTIPROCESSING=0, as in TRL's colocate mode) on the trainer's device, and
-starts from the same base model. Before each rollout the trainer calls `sync(actor,
+starts from the same base model. Before each rollout the trainer calls `sync(policy,
 version)`: when the engine does not already hold the weights of that optimizer step, the
-actor's weights are copied into it (vLLM's in-place `reload_weights`, which redoes any
-repacking of weights for the device's kernels) and the prefix cache is dropped. On-policy the actor is the current policy (a copy after every optimizer step);
-off-policy with lag k it is the behaviour model holding the weights of step t − k, so the
-engine is refreshed once per step with the lagged weights.
+policy's weights are copied into it (vLLM's in-place `reload_weights`, which redoes any
+repacking of weights for the device's kernels) and the prefix cache is dropped. The engine
+only ever holds the current policy, on- and off-policy alike (off-policy the rollout of step
+t + k is sampled at step t and queued: klrl.training.rollout_queue), so it is refreshed once
+per optimizer step.
 
 Sampling is that of the `hf` backend: temperature, top-p, at most `max_new_tokens` tokens,
 stopping at the tokenizer's EOS (kept as the last completion token), no other processing
