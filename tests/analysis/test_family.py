@@ -95,7 +95,9 @@ def test_a_configuration_dead_at_an_end_of_an_axis_decides_nothing(collapse):
 
 def test_holm_fisher_and_seeds_for_equivalence_give_their_textbook_values():
     assert holm([0.01, 0.04, 0.03, np.nan, 0.005]) == pytest.approx([0.03, 0.06, 0.06, np.nan, 0.02], nan_ok=True)
-    assert rate_test((4, 0), (4, 4)) == {"effect": 1.0, "p": pytest.approx(2 / 70)}  # C(8,4) = 70 tables, two extreme
+    assert rate_test((4, 0), (4, 4)) == {"effect": 1.0, "p": pytest.approx(2 / 70), "p_min": pytest.approx(2 / 70)}
+    assert rate_test((0, 0), (11, 11))["p_min"] == 1.0  # no collapse: every split of the margins gives p = 1
+    assert rate_test((1, 0), (11, 11))["p_min"] == 1.0  # one collapse: either side, p = 1
     assert rate_test((6, 0), (11, 11))["p"] == pytest.approx(2 * 462 / 74613)  # C(11,6)·C(11,0)/C(22,6), both tails
     assert seeds_for_equivalence(se=0.0375, seeds=11, margin=0.03) == np.ceil(11 * (2.9264 * 0.0375 / 0.03) ** 2)
 

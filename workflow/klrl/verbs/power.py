@@ -31,6 +31,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         help="collapse: each configuration's collapse probability (without --tables)",
     )
+    parser.add_argument(
+        "--survivor-sd",
+        type=float,
+        default=1.0,
+        help="collapse: seed SD of a collapsing configuration's survivors, as a multiple of the others'",
+    )
     parser.add_argument("--write", type=Path, help="collapse: rewrite this file's power:collapse block with the table")
 
 
@@ -42,7 +48,7 @@ def run(args: argparse.Namespace) -> None:
         raise SystemExit(f"--configs {args.configs} must be ≥ 2 and --grids {args.grids} ≥ 1")
     if args.what == "collapse":
         given = dict(base_rate=args.base_rate, seed_sd=args.seed_sd[0], seeds=args.seeds[0], problems=args.problems[0])
-        table = collapse_table(args.tables, args.collapse, given, args.grids, args.random_seed)
+        table = collapse_table(args.tables, args.collapse, given, args.grids, args.random_seed, args.survivor_sd)
         print(table)
         if args.write:
             from klrl.reports.readme_blocks import marked_block, rewrite
