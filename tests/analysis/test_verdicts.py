@@ -266,7 +266,13 @@ def test_readme_results_rewrites_only_the_claims_block_from_the_table(planted_gr
     ) in text
     claims = pd.read_csv(root / "tables" / "claims.csv")
     row = claims[claims["claim"] == "k1-reward-beats-k3-loss-in"].iloc[0]
-    line = next(line for line in text.splitlines() if line.startswith("- K1 in the reward ≥ K3 in the loss, in domain"))
+    line = next(
+        line
+        for line in text.splitlines()
+        if line.startswith(
+            "- K1 in the reward ahead of K3 in the loss, in domain (the paper's ≥, tested as superiority): **reproduced**, "
+        )
+    )
     assert f"**reproduced**, {row['comparison']} on arith (in domain), β 0.1:" in line
     assert (
         f"effect {row['effect']:+.3f}, 95% interval [{row['ci_lo']:.3f}, {row['ci_hi']:.3f}], p {row['p']:.3g} (Holm {row['p_adjusted']:.3g})"
@@ -276,7 +282,9 @@ def test_readme_results_rewrites_only_the_claims_block_from_the_table(planted_gr
         "- off-policy, K1 in the loss falls behind K1 in the reward (seeds that did not collapse): **not in this grid**"
         in text
     )
-    assert sum(line.startswith("- ") for line in text.splitlines()) == len(claims)
+    assert (
+        sum(line.startswith("- ") for line in text.splitlines()) == len(claims) + claims["claim"].nunique()
+    )  # claims, rows
     readme.write_text(
         "<!-- claims:study:begin -->\n<!-- claims:study:end -->\n<!-- table:study:nonesuch:begin -->\n<!-- table:study:nonesuch:end -->\n"
     )
@@ -309,9 +317,11 @@ def test_the_contrast_block_has_one_sentence_per_claim_whose_verdict_differs(pla
     )  # fmt: skip
     lines = contrast_block("smol", smol, toy, Path("results/study/tables")).splitlines()
     assert lines[0] == "<!-- contrast:smol:begin -->" and lines[-1] == "<!-- contrast:smol:end -->"
-    assert "of the 4 claims tested in both, the 2 whose verdict differs" in lines[1]
+    assert "of the 4 claims tested in both, the 3 whose verdict differs" in lines[1]
     assert lines[3:-1] == [
-        "- words of flips: **reproduced** on tiny (rows: 1 reproduced), **inconclusive or at floor** on smollm2 "
+        "- words of same: **inconclusive** on tiny (rows: 1 reproduced, 1 inconclusive), **reproduced** on smollm2 "
+        "(rows: 1 reproduced).",
+        "- words of flips: **reproduced** on tiny (rows: 1 reproduced), **inconclusive** on smollm2 "
         "(rows: 1 inconclusive, 1 at floor).",
         "- words of mixes: **reproduced** on tiny (rows: 1 reproduced), **mixed** on smollm2 "
         "(rows: 1 reproduced, 1 contradicted).",

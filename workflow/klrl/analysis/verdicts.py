@@ -230,6 +230,17 @@ def _values(claim: Claim, configs, axis: str) -> tuple[list, str]:
     return sorted(common), mode
 
 
+def row_keys(claim: Claim, configs) -> list[tuple[object, object, list]]:
+    """The claim's rows over `configs` (configurations (kl, β, policy, lag)): per β (and lag)
+    value or step, that β, lag and each term's configuration (None: the base)."""
+    betas, beta_mode = _values(claim, configs, "beta")
+    lags, lag_mode = _values(claim, configs, "lag")
+    return [
+        (beta, lag, [None if t.kl == "base" else _key(t, beta, lag, beta_mode, lag_mode) for t in claim.terms])
+        for beta, lag in itertools.product(betas, lags)
+    ]
+
+
 def _key(term: Term, beta, lag, beta_mode: str, lag_mode: str) -> tuple:
     def pick(value, mode: str, end: str):
         return value if mode == "each" else value[0 if end == "low" else 1]
@@ -279,10 +290,7 @@ def claim_rows(results) -> list[dict]:
                 if claim.test == "mean"
                 else [key for m, key in index.collapsed if m == model]
             )
-            betas, beta_mode = _values(claim, configs, "beta")
-            lags, lag_mode = _values(claim, configs, "lag")
-            for beta, lag in itertools.product(betas, lags):
-                keys = [None if t.kl == "base" else _key(t, beta, lag, beta_mode, lag_mode) for t in claim.terms]
+            for beta, lag, keys in row_keys(claim, configs):
                 terms = _terms(claim, index, model, task, keys)
                 if terms is None:
                     continue
@@ -295,8 +303,8 @@ def claim_rows(results) -> list[dict]:
                         "model": model,
                         "task": task,
                         "domain": claim.domain,
-                        "beta": _describe(beta),
-                        "lag": _describe(lag),
+                        "beta": describe(beta),
+                        "lag": describe(lag),
                     }
                     | tested_row(claim, terms, index.pool(model, task))
                 )
@@ -355,7 +363,7 @@ def variance_rows(results) -> list[dict]:
     return rows
 
 
-def _describe(value) -> str:
+def describe(value) -> str:
     if value is None:
         return ""
     if isinstance(value, tuple):
