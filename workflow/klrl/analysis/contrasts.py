@@ -25,9 +25,9 @@ the term's `Variance`:
             configuration, whose spread need not be the recipe's (the claims table,
             klrl.analysis.verdicts, gives it these, and decides nothing from fewer than its
             minimum of survivors). A contrast with an OWN term takes the degrees of freedom of
-            its smallest OWN estimate, n_c − 1 (Hsu's conservative choice), not Satterthwaite's:
-            with 3-5 survivors Satterthwaite's, themselves estimated from the variances, decide a
-            null row in 6.7-7.4% of grids at nominal 5% (docs/statistics.md)
+            its smallest OWN estimate, n_c − 1 (Hsu's conservative choice), not Satterthwaite's,
+            which, estimated from variances of 2-4 degrees of freedom, decide null rows above the
+            nominal rate
     FIXED   no seed term (the base model: one deterministic "seed")
 σ²_interaction is the variance over problems of the contrast's per-problem means, less e's share
 (estimated from the two-way residuals, floored at 0). The degrees of freedom are

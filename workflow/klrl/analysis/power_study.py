@@ -9,9 +9,10 @@ Each runs the claims' tests on synthetic grids (klrl.analysis.simulation) whose 
     collapse   grids whose configurations collapse with a probability (bimodal seeds), fitted
                from a run's tables (`--tables`) or given (`--collapse`): the family-wise rate of
                false decisive rows, a bimodal configuration's mean and rate rows, the rule the
-               claims table replaced, coverage and power of a planted difference
-               (klrl.analysis.family_simulation); `--write FILE` puts the table in FILE's
-               `<!-- power:collapse:begin -->` … `end` block
+               claims table replaced, few-survivor rows (survivors spread `--survivor-sd` × the
+               others' seed SD), coverage and power of a planted difference inside the family
+               (klrl.analysis.family_simulation)
+`--write FILE` puts any of the three tables in FILE's `<!-- power:WHAT:begin -->` … `end` block.
 Each synthetic grid of coverage and seeds has `--configs` configurations (the seed variance is
 pooled over them, as in a real grid's evaluation set); their seed SDs are inputs.
 """

@@ -99,7 +99,8 @@ class TermScores:
 
 
 def tested_row(claim: Claim, terms: list[TermScores], pool: SeedPool) -> dict:
-    """The raw test of one row: effect, interval, p, and the floor reason that keeps it out of the family."""
+    """The raw test of one row: effect, interval, p (a rate row: with the smallest p its margins
+    allow, for Tarone's rule), or the floor or too-few-survivors reason that keeps it out of the family."""
     seeds = [len(t.collapsed) for t in terms if not t.fixed]
     counts = [int(t.collapsed.sum()) for t in terms if not t.fixed]
     row = {
