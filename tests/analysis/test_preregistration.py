@@ -149,3 +149,11 @@ def test_plan_verify_recomputes_each_recorded_hash_from_the_plan_stored_with_it(
     )
     assert main(["plan", "--verify", f"{plans}:3"]) == 2
     assert f"{plans}:3: plan {first} stores no plan to recompute its hash from" in capsys.readouterr().err
+
+
+def test_plan_verify_checks_the_plans_an_analysis_recorded_as_its_readme_block_names_them(tmp_path, capsys):
+    tables = write_grid(tmp_path / "grid")
+    analysed = tables / "plan.json"
+    assert main(["plan", "--verify", str(analysed)]) == 0
+    digest = json.loads(analysed.read_text())["hash"]
+    assert capsys.readouterr().out.splitlines()[1].startswith(f"{analysed} (recorded plan 1): plan {digest} verifies (")

@@ -142,9 +142,10 @@ def record_plan(config: dict, layout: Layout | None = None) -> tuple[str, bool]:
 
 def verify(source: str) -> list[str]:
     """Each recorded plan of `source` checked against the plan stored with it: a plans.jsonl
-    (every line, or `FILE:LINE` for one) or a plan.json (the workflow's, or the analysis'
-    tables/plan.json). One line per record saying it verifies; ValueError naming the first
-    record whose stored plan does not hash to its recorded hash, or that stores none."""
+    (every line, or `FILE:LINE` for one) or a plan.json (the workflow's; or the analysis'
+    tables/plan.json, published with the run, which also holds every plan the workflow recorded:
+    the plan a README block names). One line per record saying it verifies; ValueError naming the
+    first record whose stored plan does not hash to its recorded hash, or that stores none."""
     path, _, line = source.rpartition(":") if source.rpartition(":")[2].isdigit() else (source, "", "")
     path = Path(path)
     if not path.is_file():
@@ -156,7 +157,9 @@ def verify(source: str) -> list[str]:
             raise ValueError(f"{path}: no line {line} (it has {len(lines)})")
         records = [(f"{path}:{n}", json.loads(lines[n - 1])) for n in numbers]
     else:
-        records = [(str(path), json.loads(path.read_text()))]
+        record = json.loads(path.read_text())
+        records = [(str(path), record)]  # an analysis' plan.json also holds the plans recorded before it
+        records += [(f"{path} (recorded plan {n})", entry) for n, entry in enumerate(record.get("recorded", []), 1)]
     checked = []
     for where, record in records:
         if "plan" not in record:

@@ -121,7 +121,8 @@ def claims_block(experiment: str, claims: pd.DataFrame, config: str, run_time: s
         "the nearer margin outside it), shown raw and adjusted; intervals are not adjusted. Mean rows compare the seeds that "
         "did not collapse, a configuration with collapsed seeds by its survivors' own variance (Welch, Hsu's degrees of "
         f"freedom) and only with at least {MIN_SURVIVORS} survivors; `at floor` and `too few survivors` rows are not decided, "
-        "and like `degenerate` rate rows (no split of their collapses could decide them: Tarone) not in the family."
+        "and like `degenerate` rate rows (no split of their collapses could decide them: Tarone) not in the family. "
+        "A row's power is that inside this family, after the correction (docs/statistics.md, the collapse block)."
     )
     rows = [claim_line(row) for _, row in claims.iterrows()]
     claim_lines = [
