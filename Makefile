@@ -162,7 +162,7 @@ FROM ?= run
 
 ifeq ($(FROM),published)
 readme-results: $(STAMP)
-	$(BIN)/python -m klrl readme-results --published docs/results/$(EXPERIMENT) --experiment $(EXPERIMENT) $(if $(CONTRAST),--contrast results/$(CONTRAST)/tables)
+	$(BIN)/python -m klrl readme-results --published docs/results/$(EXPERIMENT) --experiment $(EXPERIMENT) $(if $(CONTRAST),--contrast docs/results/$(CONTRAST))
 else
 readme-results: $(STAMP) readme-figures
 	$(BIN)/python -m klrl readme-results --tables results/$(EXPERIMENT)/tables --experiment $(EXPERIMENT) --config $(CONFIG) --run-time "$(RUN_TIME)" $(if $(CONTRAST),--contrast results/$(CONTRAST)/tables)

@@ -121,6 +121,11 @@ class PublishedResults:
         return self.per_problem(BASE + model, task)
 
 
+def is_published(folder: Path) -> bool:
+    """Whether `folder` holds a run's published tables (not a run's own tables)."""
+    return (folder / "seeds.csv").is_file() and (folder / "run.json").is_file()
+
+
 def regenerate(folder: Path, out: Path) -> dict:
     """The claims, variance and main tables computed again from the published tables in `folder`,
     written to `out` with the copied ones, as `klrl aggregate` writes a run's; returns run.json."""

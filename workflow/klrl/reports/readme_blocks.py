@@ -201,9 +201,11 @@ def rewrite_readme(
     run_time: str,
     commit: str | None,
     contrast: Path | None = None,
+    contrast_source: Path | None = None,
 ) -> int:
     """Rewrite `readme`'s claims block of `experiment` and each of its table blocks from the run's
-    `tables`, and with `contrast` (another run's tables) its contrast block; the number of table
+    `tables`, and with `contrast` (another run's tables; `contrast_source`: the published tables they
+    were computed from, named in the block) its contrast block; the number of table
     blocks. ValueError, with the README untouched, when the claims table, a table a block names, or
     a block's markers are missing."""
     path = tables / "claims.csv"
@@ -224,7 +226,8 @@ def rewrite_readme(
     if contrast is not None:
         if not (contrast / "claims.csv").is_file():
             raise ValueError(f"{contrast / 'claims.csv'}: no claims table to contrast with")
-        blocks.append(contrast_block(experiment, claims, pd.read_csv(contrast / "claims.csv"), contrast))
+        other = pd.read_csv(contrast / "claims.csv")
+        blocks.append(contrast_block(experiment, claims, other, contrast_source or contrast))
     for block in blocks:
         text = rewrite(text, block)
     readme.write_text(text)

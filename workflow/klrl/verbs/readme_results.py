@@ -32,8 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--contrast",
         type=Path,
-        help="another run's tables (results/<experiment>/tables): rewrite the contrast:EXPERIMENT block with a "
-        "sentence per claim whose verdict differs between the two",
+        help="another run's tables (results/<experiment>/tables) or published tables (docs/results/<experiment>): "
+        "rewrite the contrast:EXPERIMENT block with a sentence per claim whose verdict differs between the two",
     )
     parser.add_argument(
         "--publish",
@@ -53,15 +53,20 @@ def run(args: argparse.Namespace) -> None:
             raise ValueError("readme-results: --publish writes a run's tables: give --tables")
         _publish(args)
         return
-    with tempfile.TemporaryDirectory() as scratch:
-        tables, config, run_time = args.tables, args.config, args.run_time
-        if args.published:
-            from klrl.analysis.published import regenerate
+    from klrl.analysis.published import is_published, regenerate
 
-            tables = Path(scratch)
+    with tempfile.TemporaryDirectory() as scratch:
+        tables, config, run_time, contrast = args.tables, args.config, args.run_time, args.contrast
+        if args.published:
+            tables = Path(scratch) / "published"
             run = regenerate(args.published, tables)
             config, run_time = run["config"], run["run_time"]
-        count = rewrite_readme(args.readme, tables, args.experiment, config, run_time, args.commit, args.contrast)
+        if contrast is not None and is_published(contrast):
+            contrast = Path(scratch) / "contrast"
+            regenerate(args.contrast, contrast)
+        count = rewrite_readme(
+            args.readme, tables, args.experiment, config, run_time, args.commit, contrast, args.contrast
+        )
     contrast = f", and the contrast with {args.contrast}" if args.contrast else ""
     print(
         f"{args.readme}: claims block and {count} table block(s) rewritten from {args.published or args.tables}{contrast}"
