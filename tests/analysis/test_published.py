@@ -3,12 +3,14 @@ same bytes each time, and the README blocks computed again from them are byte fo
 blocks a run's own tables give (the synthetic default grid of tests/synthetic_grid.py)."""
 
 import gzip
+import shutil
 
 import pandas as pd
+import pytest
 
 from klrl.cli import main
 
-from synthetic_grid import write_grid
+from synthetic_grid import ROOT, write_grid
 
 README = "".join(
     f"<!-- {marker}:begin -->\n<!-- {marker}:end -->\n"
@@ -65,3 +67,17 @@ def test_readme_results_names_what_it_lacks_in_one_line(tmp_path, capsys):
     assert main(["readme-results", "--tables", str(tmp_path), "--experiment", "syn", "--readme", str(readme)]) == 2
     assert "--tables needs --config and --run-time" in capsys.readouterr().err
     assert readme.read_text() == README
+
+
+PUBLISHED = sorted(path.parent for path in (ROOT / "docs" / "results").glob("*/seeds.csv"))
+
+
+@pytest.mark.parametrize("published", PUBLISHED, ids=[path.name for path in PUBLISHED])
+def test_the_readmes_blocks_regenerate_from_the_published_tables_byte_for_byte(published, tmp_path):
+    """Every experiment published in docs/results/: its README blocks, computed again from its
+    published tables by the code of this commit, are the committed README's."""
+    readme = tmp_path / "README.md"
+    shutil.copy(ROOT / "README.md", readme)
+    source = ["--published", str(published), "--experiment", published.name, "--readme", str(readme)]
+    assert main(["readme-results", *source]) == 0
+    assert readme.read_text() == (ROOT / "README.md").read_text()
