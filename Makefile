@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint format test test-fast test-pythons test-vllm vllm-env run cells readme-figures readme-results readme-screenshots ui browser postgresql tracking-server clean bench bench-trl bench-trl-long bench-sampling bench-dag bench-grid bench-eval bench-grading bench-tests
+.PHONY: install lint format test test-fast test-pythons test-vllm vllm-env run cells readme-figures readme-results publish-results readme-screenshots ui browser postgresql tracking-server clean bench bench-trl bench-trl-long bench-sampling bench-dag bench-grid bench-eval bench-grading bench-tests
 
 install: $(STAMP)
 
@@ -155,10 +155,23 @@ readme-figures:
 # CONFIG: make readme-results CONFIG=config/study.yaml EXPERIMENT=study RUN_TIME="1 h 50 min on 2 cores".
 # CONTRAST=<experiment> also writes the contrast block: each claim whose verdict differs between
 # that run and this one (the SmolLM2 run's: CONTRAST=study).
+# FROM=published: the blocks computed again from the run's published tables in docs/results/EXPERIMENT
+# (no run's files needed, no figures copied): make readme-results EXPERIMENT=study FROM=published.
 CONTRAST ?=
+FROM ?= run
 
+ifeq ($(FROM),published)
+readme-results: $(STAMP)
+	$(BIN)/python -m klrl readme-results --published docs/results/$(EXPERIMENT) --experiment $(EXPERIMENT) $(if $(CONTRAST),--contrast docs/results/$(CONTRAST))
+else
 readme-results: $(STAMP) readme-figures
 	$(BIN)/python -m klrl readme-results --tables results/$(EXPERIMENT)/tables --experiment $(EXPERIMENT) --config $(CONFIG) --run-time "$(RUN_TIME)" $(if $(CONTRAST),--contrast results/$(CONTRAST)/tables)
+endif
+
+# A finished run's published tables (per-seed scores, collapse flags, provenance; kilobytes) into
+# docs/results/EXPERIMENT, from which make readme-results FROM=published regenerates its blocks.
+publish-results: $(STAMP)
+	$(BIN)/python -m klrl readme-results --tables results/$(EXPERIMENT)/tables --experiment $(EXPERIMENT) --config $(CONFIG) --run-time "$(RUN_TIME)" --publish docs/results/$(EXPERIMENT)
 
 # The README's MLflow UI screenshots (docs/figures/mlflow_*.png): CELLS' runs compared, from a
 # finished run of EXPERIMENT (make readme-screenshots EXPERIMENT=study CELLS="cell1 cell2 ...").

@@ -99,3 +99,61 @@ def test_plan_refuses_a_config_without_an_experiment_in_one_line(tmp_path, capsy
         "klrl plan: error: plan: the config has no `experiment` (a workflow config, e.g. "
         "config/study.yaml) (--debug for the traceback)\n"
     )
+
+
+def test_plan_verify_recomputes_each_recorded_hash_from_the_plan_stored_with_it(tmp_path, capsys):
+    """plans.jsonl stores each plan beside its hash, with the rows it tests and its family;
+    --verify recomputes the hash from what is stored. A stored row changed after hashing, or a
+    line that stores no plan, is refused in one line naming the line."""
+    root = tmp_path / "results"
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    first, _ = record_plan(config, Layout(root))
+    config["groups"][0]["seeds"] = [0, 1, 2]
+    second, _ = record_plan(config, Layout(root))
+    plans = root / "plans.jsonl"
+    stored = [json.loads(line)["plan"] for line in plans.read_text().splitlines()]
+    assert stored[0]["rows"][0] == {
+        "claim": "k1-loss-worsens-with-beta",
+        "model": "tiny",
+        "beta": "0.1→1",
+        "lag": "",
+        "terms": [
+            "k1-loss/beta1/on/lag0",
+            "k1-loss/beta0.1/on/lag0",
+            "k1-reward/beta1/on/lag0",
+            "k1-reward/beta0.1/on/lag0",
+        ],
+    }
+    assert stored[0]["family"]["correction"] == "Holm" and "Tarone" in stored[0]["family"]["rate rows"]
+    assert main(["plan", "--verify", str(plans)]) == 0
+    rows = len(stored[0]["rows"])
+    assert capsys.readouterr().out.splitlines() == [
+        f"{plans}:1: plan {first} verifies ({rows} rows)",
+        f"{plans}:2: plan {second} verifies ({rows} rows)",
+    ]
+    assert main(["plan", "--verify", str(root / "plan.json")]) == 0  # the workflow's plan.json: the last plan
+    assert capsys.readouterr().out == f"{root / 'plan.json'}: plan {second} verifies ({rows} rows)\n"
+    lines = plans.read_text().splitlines()
+    tampered = json.loads(lines[1])
+    tampered["plan"]["rows"][0]["terms"][0] = "k1-loss/beta3/on/lag0"  # a row other than the one hashed
+    plans.write_text(
+        "\n".join([lines[0], json.dumps(tampered), json.dumps({"hash": first, "cells_finished": 0})]) + "\n"
+    )
+    assert main(["plan", "--verify", f"{plans}:1"]) == 0
+    capsys.readouterr()
+    assert main(["plan", "--verify", f"{plans}:2"]) == 2
+    digest = plan_hash(tampered["plan"])
+    assert capsys.readouterr().err == (
+        f"klrl plan: error: {plans}:2: the stored plan hashes to {digest}, not the recorded {second} "
+        "(--debug for the traceback)\n"
+    )
+    assert main(["plan", "--verify", f"{plans}:3"]) == 2
+    assert f"{plans}:3: plan {first} stores no plan to recompute its hash from" in capsys.readouterr().err
+
+
+def test_plan_verify_checks_the_plans_an_analysis_recorded_as_its_readme_block_names_them(tmp_path, capsys):
+    tables = write_grid(tmp_path / "grid")
+    analysed = tables / "plan.json"
+    assert main(["plan", "--verify", str(analysed)]) == 0
+    digest = json.loads(analysed.read_text())["hash"]
+    assert capsys.readouterr().out.splitlines()[1].startswith(f"{analysed} (recorded plan 1): plan {digest} verifies (")

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from klrl.analysis.tables import aggregate
-from klrl.analysis.contrasts import SeedPool, contrast
+from klrl.analysis.contrasts import SeedPool, Variance, contrast
 from klrl.grid.expansion import expand_grid
 from klrl.analysis.simulation import Scenario, simulate_grid
 from klrl.analysis.claims import CLAIMS
@@ -28,7 +28,9 @@ def _verdict_counts(claim: str, effect: float, scenario: Scenario, seed: int) ->
     counts = {"reproduced": 0, "contradicted": 0, "inconclusive": 0}
     for _ in range(GRIDS):
         grid = simulate_grid(scenario, [effect] + [0.0] * 7, rng)
-        tested = contrast([(1.0, grid[0], False), (-1.0, grid[1], False)], SeedPool.from_matrices(grid))
+        tested = contrast(
+            [(1.0, grid[0], Variance.POOLED), (-1.0, grid[1], Variance.POOLED)], SeedPool.from_matrices(grid)
+        )
         row = mean_test(CLAIM[claim], tested)
         counts[decide(CLAIM[claim], row["effect"], row["p"])] += 1  # a family of one row
     return counts
@@ -61,7 +63,9 @@ def test_the_interval_covers_the_true_difference_at_least_93_percent(seed_sds):
     covered = 0
     for _ in range(GRIDS):
         grid = simulate_grid(scenario, [0.05] + [0.0] * 13, rng, seed_sds=[seed_sds[0]] + [seed_sds[1]] * 13)
-        lo, hi = contrast([(1.0, grid[0], False), (-1.0, grid[1], False)], SeedPool.from_matrices(grid)).interval(0.95)
+        lo, hi = contrast(
+            [(1.0, grid[0], Variance.POOLED), (-1.0, grid[1], Variance.POOLED)], SeedPool.from_matrices(grid)
+        ).interval(0.95)
         covered += lo <= 0.05 <= hi
     assert covered >= 0.93 * GRIDS
 
@@ -70,16 +74,18 @@ def test_contrast_standard_error_is_the_seed_spread_when_problems_add_nothing():
     pattern = np.array([0.2, 0.4, 0.6, 0.5])
     a = pattern + np.array([[0.1], [0.3]])  # seed means 0.525, 0.725: variance 0.02, no residual
     b = pattern + np.zeros((2, 1))  # the same per-problem pattern: no interaction
-    tested = contrast([(1.0, a, False), (-1.0, b, False)])
+    tested = contrast([(1.0, a, Variance.POOLED), (-1.0, b, Variance.POOLED)])
     assert tested.effect == pytest.approx(0.2)
     assert tested.se == pytest.approx(0.1) and tested.df == pytest.approx(1.0)  # √(0.02 / 2), Welch df n − 1
     assert tested.interval(0.95) == pytest.approx((0.2 - 12.7062 * 0.1, 0.2 + 12.7062 * 0.1), abs=1e-4)
-    pooled = contrast([(1.0, a, False), (-1.0, b, False)], SeedPool(seed_var=0.05, seed_df=20, residual_var=0.0))
+    pooled = contrast(
+        [(1.0, a, Variance.POOLED), (-1.0, b, Variance.POOLED)], SeedPool(seed_var=0.05, seed_df=20, residual_var=0.0)
+    )
     assert pooled.se == pytest.approx(np.sqrt(0.05 / 2 + 0.05 / 2)) and pooled.df == pytest.approx(20)
-    alone = contrast([(1.0, a[:1], False), (-1.0, b[:1], False)])
+    alone = contrast([(1.0, a[:1], Variance.POOLED), (-1.0, b[:1], Variance.POOLED)])
     assert np.isnan(alone.interval(0.95)[0])
     with pytest.raises(ValueError, match="same 4 problems"):
-        contrast([(1.0, a, False), (-1.0, b[:, :3], False)])
+        contrast([(1.0, a, Variance.POOLED), (-1.0, b[:, :3], Variance.POOLED)])
 
 
 PROBLEMS = [f"arith-test-{i:05d}" for i in range(150)]
@@ -142,7 +148,8 @@ def test_a_growth_claim_is_decided_at_each_step_of_the_axis_and_never_by_a_term_
     assert rates.loc["2→16", "collapsed"] == "4/0" and rates.loc["2→16", "p"] == pytest.approx(
         2 / 70
     )  # Fisher, 4 of 4 vs 0 of 4
-    assert rates.loc["1→2", "collapsed"] == "0/0" and rates.loc["1→2", "verdict"] == "inconclusive"
+    assert rates.loc["1→2", "collapsed"] == "0/0" and rates.loc["1→2", "verdict"] == "degenerate"  # Tarone
+    assert np.isnan(rates.loc["1→2", "p_adjusted"]) and rates.loc["1→2", "reason"].endswith("(Tarone)")
 
 
 def _write_cell(root: Path, kl: str, beta: float, lag: int, seed: int, per_task: dict[str, np.ndarray]) -> str:
@@ -200,7 +207,7 @@ def test_aggregate_writes_the_claims_table_with_verdicts_from_the_data(planted_g
         "exact",
         "0/0",
         1.0,
-        "inconclusive",
+        "degenerate",  # 0 of 3 against 0 of 3: no split of no collapse can decide (Tarone)
     )
     both = claims[claims["claim"] == "k3-both-matches-k1-reward"].iloc[0]
     assert both["ci_level"] == 0.90 and both["verdict"] != "contradicted"
@@ -259,7 +266,13 @@ def test_readme_results_rewrites_only_the_claims_block_from_the_table(planted_gr
     ) in text
     claims = pd.read_csv(root / "tables" / "claims.csv")
     row = claims[claims["claim"] == "k1-reward-beats-k3-loss-in"].iloc[0]
-    line = next(line for line in text.splitlines() if line.startswith("- K1 in the reward ≥ K3 in the loss, in domain"))
+    line = next(
+        line
+        for line in text.splitlines()
+        if line.startswith(
+            "- K1 in the reward ahead of K3 in the loss, in domain (the paper's ≥, tested as superiority): **reproduced**, "
+        )
+    )
     assert f"**reproduced**, {row['comparison']} on arith (in domain), β 0.1:" in line
     assert (
         f"effect {row['effect']:+.3f}, 95% interval [{row['ci_lo']:.3f}, {row['ci_hi']:.3f}], p {row['p']:.3g} (Holm {row['p_adjusted']:.3g})"
@@ -269,7 +282,9 @@ def test_readme_results_rewrites_only_the_claims_block_from_the_table(planted_gr
         "- off-policy, K1 in the loss falls behind K1 in the reward (seeds that did not collapse): **not in this grid**"
         in text
     )
-    assert sum(line.startswith("- ") for line in text.splitlines()) == len(claims)
+    assert (
+        sum(line.startswith("- ") for line in text.splitlines()) == len(claims) + claims["claim"].nunique()
+    )  # claims, rows
     readme.write_text(
         "<!-- claims:study:begin -->\n<!-- claims:study:end -->\n<!-- table:study:nonesuch:begin -->\n<!-- table:study:nonesuch:end -->\n"
     )
@@ -302,9 +317,11 @@ def test_the_contrast_block_has_one_sentence_per_claim_whose_verdict_differs(pla
     )  # fmt: skip
     lines = contrast_block("smol", smol, toy, Path("results/study/tables")).splitlines()
     assert lines[0] == "<!-- contrast:smol:begin -->" and lines[-1] == "<!-- contrast:smol:end -->"
-    assert "of the 4 claims tested in both, the 2 whose verdict differs" in lines[1]
+    assert "of the 4 claims tested in both, the 3 whose verdict differs" in lines[1]
     assert lines[3:-1] == [
-        "- words of flips: **reproduced** on tiny (rows: 1 reproduced), **inconclusive or at floor** on smollm2 "
+        "- words of same: **inconclusive** on tiny (rows: 1 reproduced, 1 inconclusive), **reproduced** on smollm2 "
+        "(rows: 1 reproduced).",
+        "- words of flips: **reproduced** on tiny (rows: 1 reproduced), **inconclusive** on smollm2 "
         "(rows: 1 inconclusive, 1 at floor).",
         "- words of mixes: **reproduced** on tiny (rows: 1 reproduced), **mixed** on smollm2 "
         "(rows: 1 reproduced, 1 contradicted).",

@@ -2,7 +2,9 @@
 
 Each claim (PAPER.md, "Which configuration gives which gradient" and "Off-policy") is a contrast
 Σ w · (a configuration's summary) on the in-domain or the out-of-domain evaluation sets, with a
-direction: `greater` / `less` than 0, or `equivalent` within ±margin. Its test is `mean` (pass@1
+direction: `greater` / `less` than 0, or `equivalent` within ±margin. A direction is superiority:
+the paper's "≥" is worded and tested as "ahead of" (> 0), which is the stronger claim; no
+non-inferiority margin is assumed. Its test is `mean` (pass@1
 of the seeds that did not collapse, klrl.analysis.contrasts) or `rate` (the share of seeds that
 collapsed, an exact test on the counts: a claim about collapse or stability is one about how
 often a run collapses, not about a mean that mixes collapsed and healthy seeds).
@@ -101,14 +103,14 @@ CLAIMS = (
     ),
     Claim(
         "k1-reward-beats-k3-loss-in",
-        "K1 in the reward ≥ K3 in the loss, in domain",
+        "K1 in the reward ahead of K3 in the loss, in domain (the paper's ≥, tested as superiority)",
         _pair("k1-reward", "k3-loss"),
         "in",
         "greater",
     ),
     Claim(
         "k1-reward-beats-k3-loss-out",
-        "K1 in the reward ≥ K3 in the loss, out of domain",
+        "K1 in the reward ahead of K3 in the loss, out of domain (the paper's ≥, tested as superiority)",
         _pair("k1-reward", "k3-loss"),
         "out",
         "greater",

@@ -13,32 +13,46 @@ error of the contrast is
 
     SE² = Σ_c w_c² σ²_seed,c / n_c  +  σ²_interaction / m
 
-σ²_seed,c is the variance of c's seed means (which carries e's share). Seeds are few (2-5), so it is
-pooled over every configuration of the same evaluation set (`SeedPool`: the seed-to-seed spread is
-taken as a property of the training recipe and task), but never taken below c's own estimate:
-a configuration whose seeds disagree (one collapsed, one not) keeps its own, larger spread with
-its own n_c − 1 degrees of freedom (the pooled terms are one estimate: their shares add
-before the Satterthwaite degrees of freedom are taken). The claims table (klrl.analysis.verdicts) gives
-this module only the seeds that did not collapse, and pools over those.
+σ²_seed,c is the variance of c's seed means (which carries e's share). How it is estimated is
+the term's `Variance`:
+    POOLED  seeds are few (2-5), so it is pooled over every configuration of the same evaluation
+            set (`SeedPool`: the seed-to-seed spread taken as a property of the training recipe
+            and task), but never taken below c's own estimate: a configuration whose seeds
+            disagree keeps its own, larger spread with its own n_c − 1 degrees of freedom (the
+            pooled terms are one estimate: their shares add before the Satterthwaite degrees of
+            freedom are taken)
+    OWN     c's own estimate alone (Welch): for the seeds that survived a collapsing
+            configuration, whose spread need not be the recipe's (the claims table,
+            klrl.analysis.verdicts, gives it these, and decides nothing from fewer than its
+            minimum of survivors). A contrast with an OWN term takes the degrees of freedom of
+            its smallest OWN estimate, n_c − 1 (Hsu's conservative choice), not Satterthwaite's,
+            which, estimated from variances of 2-4 degrees of freedom, decide null rows above the
+            nominal rate
+    FIXED   no seed term (the base model: one deterministic "seed")
 σ²_interaction is the variance over problems of the contrast's per-problem means, less e's share
 (estimated from the two-way residuals, floored at 0). The degrees of freedom are
-Welch-Satterthwaite's; intervals and p-values are the t distribution's. The base model is
-a configuration with one deterministic "seed": no seed term.
+Welch-Satterthwaite's; intervals and p-values are the t distribution's.
 
 Why not the two-level bootstrap of klrl.analysis.bootstrap: with 2-3 seeds it resamples among 3-10 seed
-combinations and has no small-sample correction; simulated with 2 seeds it covers 81% at
-nominal 95% at a seed SD of 0.06 and 61% at 0.15. This interval covers 97-99% over seed SDs
-0.03-0.15 and 2-5 seeds, 94-97% when one configuration's SD is 0.15 among others' 0.06-0.10,
-and 90.5-92.5% when it is 0.15 among 0.03 with 2-3 seeds (`klrl power coverage`,
-docs/statistics.md).
+combinations and has no small-sample correction (its coverage and this interval's, by
+simulation: `klrl power coverage`, docs/statistics.md).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 import numpy as np
 from scipy import special
+
+
+class Variance(Enum):
+    """How a term's seed variance is estimated (the module's docstring says when each applies)."""
+
+    POOLED = "pooled"
+    OWN = "own"
+    FIXED = "fixed"
 
 
 @dataclass(frozen=True)
@@ -110,30 +124,33 @@ def _check(matrix: np.ndarray, problems: int | None) -> np.ndarray:
     return matrix
 
 
-def contrast(terms: list[tuple[float, np.ndarray, bool]], pool: SeedPool | None = None) -> Contrast:
-    """The contrast Σ w·mean(X) of `terms` (weight, seeds × problems matrix, fixed), fixed meaning
-    deterministic (the base model: no seed variance), with its standard error.
+def contrast(terms: list[tuple[float, np.ndarray, Variance]], pool: SeedPool | None = None) -> Contrast:
+    """The contrast Σ w·mean(X) of `terms` (weight, seeds × problems matrix, how its seed variance
+    is estimated), with its standard error.
 
-    A configuration with one seed takes the pooled seed variance; with none pooled the interval
-    is NaN (an effect from one seed has no error bar).
+    A POOLED configuration with one seed takes the pooled seed variance; with none pooled, or an
+    OWN one with one seed, the interval is NaN (an effect from one seed has no error bar).
     """
     pool = pool or SeedPool(np.nan, 0, np.nan)
     problems = None
     seed_terms: list[tuple[float, float]] = []  # (variance share, df) of configurations' own estimates
+    own_df = np.inf  # the smallest df of an OWN term (Hsu)
     pooled_share = 0.0
     per_problem = 0.0
     residual_share = 0.0
     effect = 0.0
-    for weight, matrix, fixed in terms:
+    for weight, matrix, variance in terms:
         matrix = _check(matrix, problems)
         problems = matrix.shape[1]
         n = matrix.shape[0]
         effect += weight * matrix.mean()
         per_problem = per_problem + weight * matrix.mean(0)
-        if fixed:
+        if variance is Variance.FIXED:
             continue
         own = matrix.mean(1).var(ddof=1) if n >= 2 else np.nan
-        if pool.seed_df and not own > pool.seed_var:
+        if variance is Variance.OWN:
+            own_df = min(own_df, n - 1)
+        if variance is Variance.POOLED and pool.seed_df and not own > pool.seed_var:
             pooled_share += weight**2 * pool.seed_var / n  # one estimate: its terms add before Satterthwaite
         else:
             seed_terms.append((weight**2 * own / n, n - 1))
@@ -146,5 +163,5 @@ def contrast(terms: list[tuple[float, np.ndarray, bool]], pool: SeedPool | None 
         return Contrast(float(effect), np.nan, np.nan)
     if variance == 0:
         return Contrast(float(effect), 0.0, np.inf)
-    df = variance**2 / sum(share**2 / df for share, df in parts if share > 0)
+    df = min(own_df, variance**2 / sum(share**2 / df for share, df in parts if share > 0))
     return Contrast(float(effect), float(np.sqrt(variance)), float(df))

@@ -7,11 +7,19 @@ Per row, one p-value (`p`, raw) of the null that the claim is undecided:
                          one-sided p-value of "the contrast lies within the margin" on that side
     rate                 Fisher's exact test (two-sided) of equal collapse rates on the 2 × 2
                          counts of collapsed and healthy seeds
-The claims of one run are one family: every row with a p-value (not `at floor`, not `not in this
-grid`) is corrected together by Holm's step-down method, which holds the family-wise error rate
-(the chance of any false decisive row) at `ALPHA` whatever the dependence between rows.
+The claims of one run are one family: every row with a p-value (not `at floor`, `too few
+survivors` or `not in this grid`) that Tarone's rule keeps is corrected together by Holm's
+step-down method, which holds the family-wise error rate (the chance of any false decisive row)
+at `ALPHA` whatever the dependence between rows. Tarone's rule: a rate row's exact p cannot fall
+below the smallest p of any table with its margins (its seeds and its total of collapses:
+0 of 11 against 0 of 11 can only give p = 1); with K the smallest k such that at most k rows can
+reach p < ALPHA / k, the rows that cannot are left out (`degenerate`). The margins fix which rows
+stay, and given the margins each kept row's p is still valid, so Holm over the kept rows holds
+the rate (Tarone 1990; Hommel and Krummenauer 1998); a mean row can reach any p and always stays.
 A row is decisive when its Holm-adjusted p (`p_adjusted`) is below ALPHA: reproduced when the
 estimate lies on the claim's side (inside the margin for "≈"), contradicted otherwise.
+A claim's verdict follows from all its rows (`claim_verdict`): a claim is stated for every β,
+lag and evaluation set its rows cover, so it is reproduced only when every row is.
 """
 
 from __future__ import annotations
@@ -45,12 +53,33 @@ def mean_test(claim: Claim, tested: Contrast) -> dict:
 
 
 def rate_test(collapsed: tuple[int, int], seeds: tuple[int, int]) -> dict:
-    """Difference of collapse rates (first − second) and Fisher's exact two-sided p."""
-    table = [[collapsed[0], seeds[0] - collapsed[0]], [collapsed[1], seeds[1] - collapsed[1]]]
+    """Difference of collapse rates (first − second), Fisher's exact two-sided p, and the smallest
+    p any table with the same margins could give (`p_min`, for Tarone's rule)."""
     if min(seeds) < 1:
         return {"effect": np.nan, "p": np.nan}
-    p = scipy_stats.fisher_exact(table).pvalue
-    return {"effect": collapsed[0] / seeds[0] - collapsed[1] / seeds[1], "p": float(p)}
+    total = sum(collapsed)
+    splits = range(max(0, total - seeds[1]), min(total, seeds[0]) + 1)
+    p_min = min(_fisher(x, total - x, seeds) for x in splits)
+    return {
+        "effect": collapsed[0] / seeds[0] - collapsed[1] / seeds[1],
+        "p": _fisher(*collapsed, seeds),
+        "p_min": p_min,
+    }
+
+
+def _fisher(first: int, second: int, seeds: tuple[int, int]) -> float:
+    return float(scipy_stats.fisher_exact([[first, seeds[0] - first], [second, seeds[1] - second]]).pvalue)
+
+
+def tarone(p_min: list[float], alpha: float = ALPHA) -> tuple[list[bool], float]:
+    """Tarone's rule: which rows stay in the family (those whose smallest attainable p is below
+    alpha / K, K the smallest k with at most k such rows) and that threshold alpha / K."""
+    p_min = np.asarray(p_min, dtype=float)
+    for k in range(1, len(p_min) + 1):
+        kept = p_min < alpha / k
+        if kept.sum() <= k:
+            return kept.tolist(), alpha / k
+    return [], alpha  # no rows
 
 
 def holm(p_values: list[float]) -> list[float]:
@@ -75,6 +104,27 @@ def decide(claim: Claim, effect: float, p_adjusted: float) -> str:
     else:
         on_side = effect > 0 if claim.direction == "greater" else effect < 0
     return "reproduced" if on_side else "contradicted"
+
+
+def claim_verdict(verdicts: list[str]) -> str:
+    """A claim's verdict from the verdicts of all its rows: reproduced when every row is
+    reproduced; contradicted when a row is contradicted and none reproduced; mixed when rows are
+    of both; otherwise the verdict all its rows share (at floor, not in this grid, ...) or
+    inconclusive."""
+    kinds = set(verdicts)
+    if kinds >= set(DECISIVE):
+        return "mixed"
+    if "contradicted" in kinds:
+        return "contradicted"
+    if len(kinds) == 1:
+        return verdicts[0]
+    return "inconclusive"
+
+
+CLAIM_RULE = (
+    "a claim is reproduced when every one of its rows is reproduced, contradicted when a row is contradicted "
+    "and none reproduced, mixed when rows are of both, otherwise inconclusive (or what every row is)"
+)
 
 
 def seeds_for_equivalence(se: float, seeds: int, margin: float, power: float = POWER) -> float:

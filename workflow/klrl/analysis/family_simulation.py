@@ -11,26 +11,33 @@ Holm-corrected. `klrl power collapse` and the planted-effect tests measure with 
     pooled_false      the same comparison decided the way the claims table did before collapse
                       was a rate: every seed, the seed variance pooled over every configuration
                       (what the per-configuration rule was chosen against)
+    survivor_rate     how often a null mean row whose collapsing side kept a given number of
+                      survivors, spread wider than the pool, is decisive alone: by the table's
+                      rule, or with the survivors' variance taken from the pool (the rule before)
     fit_collapse      a scenario fitted to a run's tables: its seed SD, base rate, seeds, and
                       each configuration's collapse probability
     collapse_report   the false-decision rates, coverage and power on grids like a scenario, and
-                      the replaced rule's false-decision rate (`klrl power collapse`)
+                      the replaced rules' false-decision rates (`klrl power collapse`)
+Survivors of a collapsing configuration may spread wider than stable configurations' seeds
+(`survivor_sd`: their seed SD as a multiple of the scenario's). `pooled=True` decides a design
+with the rule the table had before (every survivor's variance from the pool, any number of
+survivors: `PooledTerm`), for the comparison in docs/statistics.md.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from klrl.analysis.claims import Claim, Term
-from klrl.analysis.contrasts import SeedPool, contrast
+from klrl.analysis.contrasts import SeedPool, Variance, contrast
 from klrl.analysis.family import ALPHA, DECISIVE, mean_test
 from klrl.analysis.outcomes import below_collapse
 from klrl.analysis.simulation import Scenario, simulate_grid
-from klrl.analysis.verdicts import TermScores, decide_family, tested_row
+from klrl.analysis.verdicts import MIN_SURVIVORS, TermScores, decide_family, tested_row
 
 GREATER = Claim("planted-greater", "first > second", (Term(1, "first"), Term(-1, "second")), "in", "greater")
 COLLAPSES_MORE = Claim(
@@ -58,17 +65,32 @@ class Design:
     effects: tuple[float, ...]
     collapse: tuple[float, ...]
     rows: tuple[tuple[Claim, tuple[int, ...]], ...]
+    survivor_sd: float = 1.0  # seed SD of a collapsing configuration's survivors, × the scenario's
+    pooled: bool = False  # decided by the rule before: survivors' variance from the pool, any number
+
+    def seed_sds(self, scenario: Scenario) -> list[float]:
+        return [scenario.seed_sd * (self.survivor_sd if 0 < q < 1 else 1.0) for q in self.collapse]
 
 
-def _terms(scenario: Scenario, claim: Claim, grid: list[np.ndarray], indices: tuple[int, ...]) -> list[TermScores]:
+class PooledTerm(TermScores):
+    """A term decided by the rule the claims table had before: its survivors' variance from the
+    pool (never below their own), whatever their number."""
+
+    def variance(self) -> Variance:
+        return Variance.FIXED if self.fixed else Variance.POOLED
+
+    def too_few_reason(self) -> str:
+        return ""
+
+
+def _terms(
+    scenario: Scenario, claim: Claim, grid: list[np.ndarray], indices: tuple[int, ...], pooled: bool = False
+) -> list[TermScores]:
     terms = []
     for term, index in zip(claim.terms, indices):
         collapsed = np.array([below_collapse(mean, scenario.base_rate) for mean in grid[index].mean(1)])
-        terms.append(
-            TermScores(
-                term.weight, f"config {index}{'@' + term.lag if term.lag != 'each' else ''}", grid[index], collapsed
-            )
-        )
+        label = f"config {index}{'@' + term.lag if term.lag != 'each' else ''}"
+        terms.append((PooledTerm if pooled else TermScores)(term.weight, label, grid[index], collapsed))
     return terms
 
 
@@ -77,7 +99,7 @@ def decide_grid(scenario: Scenario, design: Design, grid: list[np.ndarray]) -> l
     survivors = [m[[not below_collapse(mean, scenario.base_rate) for mean in m.mean(1)]] for m in grid]
     pool = SeedPool.from_matrices(survivors)
     rows = [
-        {"claim": claim.name} | tested_row(claim, _terms(scenario, claim, grid, indices), pool)
+        {"claim": claim.name} | tested_row(claim, _terms(scenario, claim, grid, indices, design.pooled), pool)
         for claim, indices in design.rows
     ]
     return decide_family(rows, tuple({claim.name: claim for claim, _ in design.rows}.values()))
@@ -86,10 +108,9 @@ def decide_grid(scenario: Scenario, design: Design, grid: list[np.ndarray]) -> l
 def simulate_rows(scenario: Scenario, design: Design, grids: int, seed: int = 0) -> list[list[dict]]:
     """The decided rows of the design on each of `grids` synthetic grids."""
     rng = np.random.default_rng(seed)
+    effects, collapse, sds = list(design.effects), list(design.collapse), design.seed_sds(scenario)
     return [
-        decide_grid(
-            scenario, design, simulate_grid(scenario, list(design.effects), rng, collapse=list(design.collapse))
-        )
+        decide_grid(scenario, design, simulate_grid(scenario, effects, rng, seed_sds=sds, collapse=collapse))
         for _ in range(grids)
     ]
 
@@ -97,6 +118,30 @@ def simulate_rows(scenario: Scenario, design: Design, grids: int, seed: int = 0)
 def simulate_verdicts(scenario: Scenario, design: Design, grids: int, seed: int = 0) -> np.ndarray:
     """The verdict of every row (columns) on each of `grids` synthetic grids (rows)."""
     return np.array([[row["verdict"] for row in rows] for rows in simulate_rows(scenario, design, grids, seed)])
+
+
+def survivor_rate(
+    scenario: Scenario, survivors: int, survivor_sd: float, grids: int, seed: int = 0, pooled: bool = False
+) -> float:
+    """Share of grids in which a null mean row is decisive alone (a family of one): config 0, of
+    which `survivors` seeds did not collapse (the rest did), spread `survivor_sd` × the
+    scenario's seed SD, against a stable config 1 of the same survivors' pass@1, the pool over
+    8 configurations. `pooled`: decided by the rule before (PooledTerm)."""
+    if not 1 <= survivors < scenario.seeds:
+        raise ValueError(
+            f"survivors {survivors}: need 1 to {scenario.seeds - 1} of the scenario's {scenario.seeds} seeds"
+        )
+    rng = np.random.default_rng(seed)
+    sds = [scenario.seed_sd * survivor_sd] + [scenario.seed_sd] * 7
+    design = Design((0.0,) * 8, (0.0,) * 8, ((GREATER, (0, 1)),), pooled=pooled)
+    decisive = 0
+    for _ in range(grids):
+        grid = simulate_grid(scenario, [0.0] * 8, rng, seed_sds=sds)
+        dead = rng.binomial(scenario.samples, scenario.collapsed_rate, (scenario.seeds - survivors, scenario.problems))
+        grid[0][survivors:] = dead / scenario.samples
+        [row] = decide_grid(scenario, design, grid)
+        decisive += row["verdict"] in DECISIVE
+    return decisive / grids
 
 
 def pooled_false(scenario: Scenario, effects: list[float], collapse: list[float], grids: int, seed: int = 0) -> float:
@@ -107,7 +152,9 @@ def pooled_false(scenario: Scenario, effects: list[float], collapse: list[float]
     decisive = 0
     for _ in range(grids):
         grid = simulate_grid(scenario, effects, rng, collapse=collapse)
-        tested = contrast([(1.0, grid[0], False), (-1.0, grid[1], False)], SeedPool.from_matrices(grid))
+        tested = contrast(
+            [(1.0, grid[0], Variance.POOLED), (-1.0, grid[1], Variance.POOLED)], SeedPool.from_matrices(grid)
+        )
         decisive += mean_test(GREATER, tested)["p"] < ALPHA
     return decisive / grids
 
@@ -142,23 +189,36 @@ def fit_collapse(tables: Path) -> tuple[Scenario, list[float]]:
 
 
 def collapse_report(
-    scenario: Scenario, collapse: list[float], grids: int, seed: int = 0, effect: float = 0.10
+    scenario: Scenario,
+    collapse: list[float],
+    grids: int,
+    seed: int = 0,
+    effect: float = 0.10,
+    survivor_sd: float = 1.0,
 ) -> list[tuple[str, float]]:
     """What the claims table does on grids like the scenario: configurations collapsing with
-    `collapse` (their surviving seeds at the base rate), one mean row per configuration against
-    the least collapsing one (the control) and a rate row for the most bimodal one, one Holm family."""
+    `collapse` (their surviving seeds at the base rate, spread `survivor_sd` × the scenario's
+    seed SD), one mean row per configuration against the least collapsing one (the control) and
+    a rate row for the most bimodal one, one Holm family; the same family by the rule before; one-
+    and MIN_SURVIVORS-survivor null rows alone (where the scenario has more seeds); a planted `effect` on a stable configuration inside the
+    family (coverage of the true difference, power)."""
     control = int(np.argmin(collapse))
     others = [i for i in range(len(collapse)) if i != control]
     stable = next((i for i in others if collapse[i] == 0), None)
     bimodal = min(others, key=lambda i: abs(collapse[i] - 0.5))
     null = tuple(-q * (scenario.base_rate - scenario.collapsed_rate) for q in collapse)
     rows = tuple((GREATER, (i, control)) for i in others) + ((COLLAPSES_MORE, (bimodal, control)),)
-    verdicts = simulate_verdicts(scenario, Design(null, tuple(collapse), rows), grids, seed)
-    decided = [row for row, i in enumerate(others) if collapse[i] < 1]
+    design = Design(null, tuple(collapse), rows, survivor_sd)
+    verdicts = simulate_verdicts(scenario, design, grids, seed)
+    before = simulate_verdicts(scenario, replace(design, pooled=True), grids, seed)
+    family = (
+        f"family of {len(rows)} rows, no true difference of means: share of grids with a decisive mean row (Holm, 5%)"
+    )
     report = [
+        (family, float(np.isin(verdicts[:, :-1], DECISIVE).any(axis=1).mean())),
         (
-            f"family of {len(rows)} rows, no true effect: share of grids with a decisive row (Holm, 5%)",
-            float(np.isin(verdicts[:, decided], DECISIVE).any(axis=1).mean()),
+            f"the same {family.removeprefix('family of ')}, survivors' variance from the pool (the rule before)",
+            float(np.isin(before[:, :-1], DECISIVE).any(axis=1).mean()),
         ),
         (
             f"mean row, configuration collapsing in {collapse[bimodal]:.0%} of seeds against the control: decisive",
@@ -169,6 +229,14 @@ def collapse_report(
             float((verdicts[:, -1] == "reproduced").mean()),
         ),
     ]
+    for survivors in (n for n in (1, MIN_SURVIVORS) if n < scenario.seeds):
+        for pooled, rule in ((False, "this rule"), (True, "the rule before")):
+            report.append(
+                (
+                    f"a null mean row alone, {survivors} of {scenario.seeds} seeds surviving: decisive ({rule})",
+                    survivor_rate(scenario, survivors, survivor_sd, grids, seed + 2, pooled),
+                )
+            )
     cap = (0.95 - scenario.base_rate) / (0.95 - scenario.collapsed_rate)  # the survivors' rate stays ≤ 0.95
     feasible = min(collapse[bimodal], cap)
     replaced = [feasible, 0.0] + [
@@ -176,8 +244,8 @@ def collapse_report(
     ]
     report.append(
         (
-            f"the rule it replaced (every seed, variance pooled), {feasible:.0%} collapsing against a stable "
-            "configuration of the same population mean: decisive",
+            f"the rule before collapse was a rate (every seed, variance pooled), {feasible:.0%} collapsing against a "
+            "stable configuration of the same population mean: decisive",
             pooled_false(scenario, [0.0] * len(collapse), replaced, grids, seed),
         )
     )
@@ -186,17 +254,18 @@ def collapse_report(
         planted[stable] = effect
         found = [
             rows_[others.index(stable)]
-            for rows_ in simulate_rows(scenario, Design(tuple(planted), tuple(collapse), rows), grids, seed + 1)
+            for rows_ in simulate_rows(scenario, replace(design, effects=tuple(planted)), grids, seed + 1)
         ]
         report.append(
             (
-                f"mean row, a stable configuration {effect:+g} above the control: its 95% interval holds {effect:g} (coverage)",
+                f"mean row, a stable configuration {effect:+g} above the control (the true difference): its 95% "
+                "interval holds it (coverage)",
                 float(np.mean([row["ci_lo"] <= effect <= row["ci_hi"] for row in found])),
             )
         )
         report.append(
             (
-                "the same row reproduced (power, after Holm)",
+                f"the same row reproduced inside the family of {len(rows)} rows (power as planned, after Holm)",
                 float(np.mean([row["verdict"] == "reproduced" for row in found])),
             )
         )

@@ -1,13 +1,17 @@
 """`klrl plan`: the run's analysis plan, fixed and hashed before the first cell trains.
 
-A plan holds what the analysis will do with the cells: every claim (klrl.analysis.claims: its comparison,
-test, direction, margin and domain), the family correction and its level, the floor, the
-collapse rule, the power the "≈" rows are sized for, and the seeds of every configuration. Its
-hash is the first 12 hex digits of the SHA-256 of its canonical JSON. The workflow's rule `plan`
-writes it to results/<experiment>/plan.json before any train job starts (every train job takes
-it as input) and appends a line to plans.jsonl: the hash, the time, and how many cells had
+A plan holds what the analysis will do with the cells: every claim (klrl.analysis.claims: its
+terms, comparison, test, direction, margin and domain), the rows it will test (per claim, model,
+β and lag: the configuration of each term), the family (its correction and level, Tarone's rule,
+the minimum of survivors, how a claim's verdict follows from its rows), the floor, the collapse
+rule, the power the "≈" rows are sized for, and the seeds of every configuration. Its hash is the
+first 12 hex digits of the SHA-256 of its canonical JSON. The workflow's rule `plan` writes it to
+results/<experiment>/plan.json before any train job starts (every train job takes it as input)
+and appends a line to plans.jsonl: the hash, the plan itself, the time, and how many cells had
 finished training then (0: fixed before any result). A plan that changes after results (a claim,
 the correction, the seeds) is a new plan, appended below the earlier ones, which stay.
+`verify` recomputes a recorded hash from the plan stored beside it (`klrl plan --verify`), at any
+later commit: what the plan was is read from the record, not rebuilt from the code.
 
 `analysis_record` (klrl aggregate) builds the plan of the cells it analyses with the code of
 that moment, and says whether it is the plan the workflow recorded last, and whether that one
@@ -20,23 +24,58 @@ import hashlib
 import json
 
 
+from pathlib import Path
+
 from klrl.analysis.claims import CLAIMS
-from klrl.analysis.family import ALPHA, CORRECTION, POWER
+from klrl.analysis.family import ALPHA, CLAIM_RULE, CORRECTION, POWER
 from klrl.analysis.outcomes import COLLAPSE_FRACTION
+from klrl.analysis.verdicts import FLOOR, MIN_SURVIVORS, describe, row_keys
 from klrl.core.paths import Layout
 from klrl.core.provenance import utc_now
-from klrl.analysis.verdicts import FLOOR
+
+
+def _configuration(key: tuple) -> str:
+    kl, beta, policy, lag = key
+    return f"{kl}/beta{float(beta):g}/{policy}/lag{int(lag)}"
+
+
+def planned_rows(cells: list[dict]) -> list[dict]:
+    """Per claim and model, every row the claims table will test on these cells: its β, lag and
+    each term's configuration (klrl.analysis.verdicts.row_keys; "base" for the base model)."""
+    configs: dict[str, set] = {}
+    for tags in cells:
+        key = (tags["kl"], float(tags["beta"]), tags["policy"], int(tags["lag"]))
+        configs.setdefault(tags["model"], set()).add(key)
+    rows = []
+    for claim in CLAIMS:
+        for model, keys in sorted(configs.items()):
+            for beta, lag, terms in row_keys(claim, keys):
+                if all(term is None or term in keys for term in terms):
+                    rows.append(
+                        {
+                            "claim": claim.name,
+                            "model": model,
+                            "beta": describe(beta),
+                            "lag": describe(lag),
+                            "terms": ["base" if term is None else _configuration(term) for term in terms],
+                        }
+                    )
+    return rows
 
 
 def plan_of(cells: list[dict]) -> dict:
     """The plan for cells given by their tags (model, kl, beta, policy, lag, seed)."""
     configurations: dict[str, list[int]] = {}
     for tags in cells:
-        key = f"{tags['model']}/{tags['kl']}/beta{float(tags['beta']):g}/{tags['policy']}/lag{int(tags['lag'])}"
+        key = f"{tags['model']}/" + _configuration((tags["kl"], tags["beta"], tags["policy"], tags["lag"]))
         configurations.setdefault(key, []).append(int(tags["seed"]))
     claims = [
         {
             "name": c.name,
+            "paper": c.paper,
+            "terms": [
+                {"weight": t.weight, "kl": t.kl, "policy": t.policy, "beta": t.beta, "lag": t.lag} for t in c.terms
+            ],
             "comparison": c.comparison(),
             "test": c.test,
             "direction": c.direction,
@@ -47,7 +86,15 @@ def plan_of(cells: list[dict]) -> dict:
     ]
     return {
         "claims": claims,
-        "correction": {"method": CORRECTION, "alpha": ALPHA},
+        "rows": planned_rows(cells),
+        "family": {
+            "correction": CORRECTION,
+            "alpha": ALPHA,
+            "rate rows": "Fisher's exact test; rows no split of their margins could decide leave the family (Tarone)",
+            "mean rows": "seeds that did not collapse; a configuration with collapsed seeds by its survivors' own "
+            f"variance (Welch, Hsu's degrees of freedom), with at least {MIN_SURVIVORS} survivors",
+            "claims": CLAIM_RULE,
+        },
         "floor": FLOOR,
         "collapse": f"diverged, or in-domain pass@1 below {COLLAPSE_FRACTION:g} × the base's",
         "equivalence_power": POWER,
@@ -88,8 +135,40 @@ def record_plan(config: dict, layout: Layout | None = None) -> tuple[str, bool]:
         return digest, False
     finished = sum(1 for _ in layout.cells().glob("*/train/status.json"))
     with layout.plans().open("a") as file:
-        file.write(json.dumps({"hash": digest, "written": utc_now(), "cells_finished": finished}) + "\n")
+        record = {"hash": digest, "written": utc_now(), "cells_finished": finished, "plan": plan}
+        file.write(json.dumps(record, sort_keys=True) + "\n")
     return digest, True
+
+
+def verify(source: str) -> list[str]:
+    """Each recorded plan of `source` checked against the plan stored with it: a plans.jsonl
+    (every line, or `FILE:LINE` for one) or a plan.json (the workflow's; or the analysis'
+    tables/plan.json, published with the run, which also holds every plan the workflow recorded:
+    the plan a README block names). One line per record saying it verifies; ValueError naming the
+    first record whose stored plan does not hash to its recorded hash, or that stores none."""
+    path, _, line = source.rpartition(":") if source.rpartition(":")[2].isdigit() else (source, "", "")
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such plans file (a plans.jsonl or a plan.json)")
+    if path.suffix == ".jsonl":
+        lines = path.read_text().splitlines()
+        numbers = [int(line)] if line else [n for n, text in enumerate(lines, 1) if text.strip()]
+        if any(not 1 <= n <= len(lines) for n in numbers):
+            raise ValueError(f"{path}: no line {line} (it has {len(lines)})")
+        records = [(f"{path}:{n}", json.loads(lines[n - 1])) for n in numbers]
+    else:
+        record = json.loads(path.read_text())
+        records = [(str(path), record)]  # an analysis' plan.json also holds the plans recorded before it
+        records += [(f"{path} (recorded plan {n})", entry) for n, entry in enumerate(record.get("recorded", []), 1)]
+    checked = []
+    for where, record in records:
+        if "plan" not in record:
+            raise ValueError(f"{where}: plan {record.get('hash')} stores no plan to recompute its hash from")
+        digest = plan_hash(record["plan"])
+        if digest != record["hash"]:
+            raise ValueError(f"{where}: the stored plan hashes to {digest}, not the recorded {record['hash']}")
+        checked.append(f"{where}: plan {digest} verifies ({len(record['plan']['rows'])} rows)")
+    return checked
 
 
 def analysis_record(cells: list[dict], layout: Layout) -> dict:

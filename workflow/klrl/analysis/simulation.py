@@ -68,9 +68,10 @@ class Scenario:
         sigma_u = self.seed_logit_sd
         return brentq(lambda x: self.population_rate(x, sigma_u) - self.base_rate, -30, 30)
 
-    def shift_for(self, effect: float) -> float:
-        """The logit shift θ whose population pass@1 is base_rate + effect."""
-        a, sigma_u = self.intercept, self.seed_logit_sd
+    def shift_for(self, effect: float, seed_scale: float = 1.0) -> float:
+        """The logit shift θ whose population pass@1 is base_rate + effect, for a configuration
+        whose seed effects spread `seed_scale` times the scenario's."""
+        a, sigma_u = self.intercept, self.seed_logit_sd * seed_scale
         target = self.base_rate + effect
         if not 0 < target < 1:
             raise ValueError(f"effect {effect} puts pass@1 outside (0, 1) from base {self.base_rate}")
@@ -98,8 +99,10 @@ def simulate_grid(
 ) -> list[np.ndarray]:
     """One synthetic grid: per configuration (population pass@1 = base_rate + its effect) a
     seeds × problems matrix of observed pass@1 on one shared problem set. `seeds`, `seed_sds` and
-    `collapse` give each configuration its own number of seeds, seed SD and probability that a
-    seed collapses (default: the scenario's seeds and SD, no collapse)."""
+    `collapse` give each configuration its own number of seeds, seed SD (of the seeds that do not
+    collapse) and probability that a seed collapses (default: the scenario's seeds and SD, no
+    collapse); whatever its seed SD, a configuration's population pass@1 is base_rate + its effect,
+    so the effects are the true differences."""
     a, sigma_u = scenario.intercept, scenario.seed_logit_sd
     m = scenario.problems
     difficulty = rng.normal(0.0, scenario.problem_sd, m)
@@ -109,7 +112,7 @@ def simulate_grid(
         seed_scale = 1.0 if seed_sds is None else seed_sds[index] / scenario.seed_sd
         q = 0.0 if collapse is None else collapse[index]
         effect = survivor_effect(scenario, effect, q) if q else effect
-        theta = scenario.shift_for(effect) if effect else 0.0
+        theta = scenario.shift_for(effect, seed_scale) if effect or seed_scale != 1 else 0.0
         noise = rng.normal(0.0, scenario.interaction_sd, m) + rng.normal(0.0, sigma_u * seed_scale, (n, 1))
         probability = expit(a + theta + difficulty + noise)
         if q:

@@ -22,7 +22,7 @@ train/metrics.jsonl and eval/results.json + eval/samples/, each base model's eva
   claims            each paper claim as a declared comparison between cells (klrl.analysis.claims,
                     klrl.analysis.verdicts): test (t or exact), collapsed seeds, effect, interval, raw and
                     Holm-adjusted p, verdict (reproduced / contradicted / inconclusive / at floor /
-                    not in this grid) and its reason
+                    too few survivors / degenerate / not in this grid) and its reason
   variance          per model × evaluation task: the seed-to-seed and seed × problem SDs of pass@1
                     that the claims' intervals pool, for sizing seeds (`klrl power seeds`)
   provenance.csv    per commit the cells trained at: how many, first and last finishing date

@@ -4,15 +4,20 @@ A cell's seed is *collapsed* when its training was stopped (status `diverged`) o
 pass@1 is below half the base model's (klrl.analysis.outcomes.below_collapse): collapse is bimodal (a
 run collapses or it does not), so
     rate claims   compare the share of collapsed seeds of two configurations (exact test, klrl.analysis.family)
-    mean claims   compare the pass@1 of the seeds that did not collapse (klrl.analysis.contrasts), the
-                  seed variance pooled over the non-collapsed seeds of every configuration of
-                  the evaluation set: a collapsing configuration's spread never enters a
-                  comparison of stable ones (docs/statistics.md has the simulation behind this)
+    mean claims   compare the pass@1 of the seeds that did not collapse (klrl.analysis.contrasts): a
+                  configuration none of whose seeds collapsed takes the seed variance pooled over
+                  the non-collapsed seeds of every configuration of the evaluation set (never
+                  below its own); one with collapsed seeds takes its survivors' own variance
+                  (Welch), whose spread need not be the pool's, and with fewer than
+                  MIN_SURVIVORS survivors the row is `too few survivors` (docs/statistics.md has
+                  the simulations behind both rules)
 A mean row whose term sits at a floor or a ceiling cannot tell a difference from the limit of
 the scale: every seed of a configuration collapsed, or every seed (the base) at pass@1 ≤ FLOOR
 or ≥ 1 − FLOOR on the evaluation set. Its verdict is `at floor`, with the reason, never
-reproduced or contradicted, and it is not in the family. Every other row with a p-value is in
-the run's family: Holm-corrected (klrl.analysis.family), decided at 5% family-wise.
+reproduced or contradicted, and it is not in the family; nor is a `too few survivors` row, nor a
+rate row that no split of its collapses could decide (`degenerate`, Tarone's rule). Every other
+row with a p-value is in the run's family: Holm-corrected (klrl.analysis.family), decided at 5%
+family-wise.
 A claim whose cells a grid lacks is one row "not in this grid"; a row without a p-value (one
 seed and nothing to pool) is "inconclusive". Cells are identified by their resolved settings
 (train/settings.json; klrl.analysis.tables.cell_tags).
@@ -27,12 +32,13 @@ import numpy as np
 import pandas as pd
 
 from klrl.analysis.claims import CLAIMS, Claim, Term
-from klrl.analysis.contrasts import SeedPool, contrast
-from klrl.analysis.family import decide, holm, mean_test, rate_test, seeds_for_equivalence
+from klrl.analysis.contrasts import SeedPool, Variance, contrast
+from klrl.analysis.family import decide, holm, mean_test, rate_test, seeds_for_equivalence, tarone
 from klrl.analysis.outcomes import below_collapse
 
 FLOOR = 0.02  # pass@1 at or below this (at or above 1 − this) is at the floor (ceiling)
-UNDECIDED = ("at floor", "not in this grid")
+MIN_SURVIVORS = 3  # a mean row needs this many seeds that did not collapse in each collapsing configuration
+UNDECIDED = ("at floor", "too few survivors", "not in this grid")
 
 COLUMNS = (
     "claim",
@@ -78,9 +84,23 @@ class TermScores:
                 return f"{self.label} at the {word}: pass@1 {'≤' if word == 'floor' else '≥'} {bound:g} in every seed"
         return ""
 
+    def variance(self) -> Variance:
+        """The base: none; a configuration with collapsed seeds: its survivors' own; else pooled."""
+        if self.fixed:
+            return Variance.FIXED
+        return Variance.OWN if self.collapsed.any() else Variance.POOLED
+
+    def too_few_reason(self) -> str:
+        """Why this term's survivors are too few to compare ('' when they are enough)."""
+        survivors = int((~self.collapsed).sum())
+        if self.fixed or not self.collapsed.any() or survivors >= MIN_SURVIVORS:
+            return ""
+        return f"{self.label}: {survivors} of {len(self.collapsed)} seeds did not collapse (fewer than {MIN_SURVIVORS})"
+
 
 def tested_row(claim: Claim, terms: list[TermScores], pool: SeedPool) -> dict:
-    """The raw test of one row: effect, interval, p, and the floor reason that keeps it out of the family."""
+    """The raw test of one row: effect, interval, p (a rate row: with the smallest p its margins
+    allow, for Tarone's rule), or the floor or too-few-survivors reason that keeps it out of the family."""
     seeds = [len(t.collapsed) for t in terms if not t.fixed]
     counts = [int(t.collapsed.sum()) for t in terms if not t.fixed]
     row = {
@@ -98,7 +118,10 @@ def tested_row(claim: Claim, terms: list[TermScores], pool: SeedPool) -> dict:
     floors = [reason for t in terms if (reason := t.floor_reason())]
     if floors:
         return row | {"verdict": "at floor", "reason": "; ".join(floors)}
-    tested = contrast([(t.weight, t.scores[~t.collapsed], t.fixed) for t in terms], pool)
+    few = [reason for t in terms if (reason := t.too_few_reason())]
+    if few:
+        return row | {"verdict": "too few survivors", "reason": "; ".join(few)}
+    tested = contrast([(t.weight, t.scores[~t.collapsed], t.variance()) for t in terms], pool)
     row |= mean_test(claim, tested)
     if claim.direction == "equivalent":
         row["seeds_for_power"] = seeds_for_equivalence(tested.se, min(seeds), claim.margin)
@@ -108,9 +131,18 @@ def tested_row(claim: Claim, terms: list[TermScores], pool: SeedPool) -> dict:
 
 def decide_family(rows: list[dict], claims: tuple[Claim, ...] = CLAIMS) -> list[dict]:
     """Holm-adjusted p and verdict of every row with a p-value (rows name their claim among
-    `claims`); at-floor and not-in-this-grid rows stay as they are."""
+    `claims`); at-floor, too-few-survivors and not-in-this-grid rows stay as they are; rate rows
+    that Tarone's rule leaves out (klrl.analysis.family.tarone) are `degenerate`."""
     claims = {claim.name: claim for claim in claims}
-    family = [row for row in rows if row.get("verdict") not in UNDECIDED]
+    tested = [row for row in rows if row.get("verdict") not in UNDECIDED]
+    kept, threshold = tarone([row.pop("p_min", 0.0) for row in tested])
+    family = []
+    for row, keep in zip(tested, kept):
+        if keep:
+            family.append(row)
+        else:
+            row["verdict"] = "degenerate"
+            row["reason"] += f"; no split of these collapses reaches p < {threshold:.3g} (Tarone)"
     for row, adjusted in zip(family, holm([row.get("p", np.nan) for row in family])):
         row["p_adjusted"] = adjusted
         row["verdict"] = decide(claims[row["claim"]], row["effect"], adjusted)
@@ -199,6 +231,17 @@ def _values(claim: Claim, configs, axis: str) -> tuple[list, str]:
     return sorted(common), mode
 
 
+def row_keys(claim: Claim, configs) -> list[tuple[object, object, list]]:
+    """The claim's rows over `configs` (configurations (kl, β, policy, lag)): per β (and lag)
+    value or step, that β, lag and each term's configuration (None: the base)."""
+    betas, beta_mode = _values(claim, configs, "beta")
+    lags, lag_mode = _values(claim, configs, "lag")
+    return [
+        (beta, lag, [None if t.kl == "base" else _key(t, beta, lag, beta_mode, lag_mode) for t in claim.terms])
+        for beta, lag in itertools.product(betas, lags)
+    ]
+
+
 def _key(term: Term, beta, lag, beta_mode: str, lag_mode: str) -> tuple:
     def pick(value, mode: str, end: str):
         return value if mode == "each" else value[0 if end == "low" else 1]
@@ -248,10 +291,7 @@ def claim_rows(results) -> list[dict]:
                 if claim.test == "mean"
                 else [key for m, key in index.collapsed if m == model]
             )
-            betas, beta_mode = _values(claim, configs, "beta")
-            lags, lag_mode = _values(claim, configs, "lag")
-            for beta, lag in itertools.product(betas, lags):
-                keys = [None if t.kl == "base" else _key(t, beta, lag, beta_mode, lag_mode) for t in claim.terms]
+            for beta, lag, keys in row_keys(claim, configs):
                 terms = _terms(claim, index, model, task, keys)
                 if terms is None:
                     continue
@@ -264,8 +304,8 @@ def claim_rows(results) -> list[dict]:
                         "model": model,
                         "task": task,
                         "domain": claim.domain,
-                        "beta": _describe(beta),
-                        "lag": _describe(lag),
+                        "beta": describe(beta),
+                        "lag": describe(lag),
                     }
                     | tested_row(claim, terms, index.pool(model, task))
                 )
@@ -324,7 +364,7 @@ def variance_rows(results) -> list[dict]:
     return rows
 
 
-def _describe(value) -> str:
+def describe(value) -> str:
     if value is None:
         return ""
     if isinstance(value, tuple):

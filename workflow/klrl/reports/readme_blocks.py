@@ -2,7 +2,8 @@
 
 Blocks belong to one experiment (results/<experiment>/), so the README can hold several runs.
 Rewrites the block between `<!-- claims:EXPERIMENT:begin -->` and `<!-- claims:EXPERIMENT:end -->`
-with one line per row of `claims.csv` (klrl.analysis.verdicts): the paper's claim, the verdict computed
+with each claim's verdict from all its rows (klrl.analysis.family.claim_verdict, its rule stated in
+the block), then one line per row of `claims.csv` (klrl.analysis.verdicts): the paper's claim, the verdict computed
 from the data, the comparison, its effect, interval, raw and Holm-adjusted p-values, the seeds
 behind it and the reason of an `at floor` row, headed by the config and run time the table came
 from, every commit its cells trained at with the count of cells and their dates
@@ -20,7 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from klrl.analysis.family import ALPHA, CORRECTION, DECISIVE, POWER, REACHABLE_SEEDS
+from klrl.analysis.family import ALPHA, CLAIM_RULE, CORRECTION, POWER, REACHABLE_SEEDS, claim_verdict
+from klrl.analysis.verdicts import MIN_SURVIVORS
 from klrl.core.provenance import UNRECORDED, source_commit
 
 TABLE_BLOCK = r"<!-- table:{experiment}:([\w-]+):begin -->"
@@ -42,7 +44,7 @@ def claim_line(row: pd.Series) -> str:
     if row["verdict"] == "not in this grid":
         return f"- {row['paper']}: **not in this grid** (needs {row['comparison']})."
     head = f"- {row['paper']}: **{row['verdict']}**, {row['comparison']} on {_where(row)}: "
-    if row["verdict"] == "at floor":
+    if row["verdict"] in ("at floor", "too few survivors"):
         return head + f"{row['reason']}; seeds {row['seeds']}."
     p = f"p {_number(row['p'], '.3g')} (Holm {_number(row['p_adjusted'], '.3g')})"
     if row["test"] == "exact":
@@ -117,22 +119,30 @@ def claims_block(experiment: str, claims: pd.DataFrame, config: str, run_time: s
         f" Tests: `klrl.analysis.claims`, `klrl.analysis.family`; interval: `klrl.analysis.contrasts`. The family: the {family} rows with a p-value, "
         f"{CORRECTION}-corrected at {ALPHA:.0%} family-wise; p is two-sided (for ≈: TOST inside the margin, the test against "
         "the nearer margin outside it), shown raw and adjusted; intervals are not adjusted. Mean rows compare the seeds that "
-        "did not collapse; `at floor` rows are not decided and not in the family."
+        "did not collapse, a configuration with collapsed seeds by its survivors' own variance (Welch, Hsu's degrees of "
+        f"freedom) and only with at least {MIN_SURVIVORS} survivors; `at floor` and `too few survivors` rows are not decided, "
+        "and like `degenerate` rate rows (no split of their collapses could decide them: Tarone) not in the family. "
+        "A row's power is that inside this family, after the correction (docs/statistics.md, the collapse block)."
     )
-    counts = claims["verdict"].value_counts()
-    summary = ", ".join(f"{count} {verdict}" for verdict, count in counts.items())
     rows = [claim_line(row) for _, row in claims.iterrows()]
-    return marked_block(f"claims:{experiment}", [header, "", f"Rows: {summary}.", "", *rows])
-
-
-def _claim_verdict(rows: pd.DataFrame) -> str:
-    """A claim's verdict over its rows in one run: reproduced or contradicted when its decisive rows
-    agree, mixed when they disagree, else the verdicts its rows have (inconclusive, at floor)."""
-    verdicts = list(dict.fromkeys(rows["verdict"]))
-    decisive = [verdict for verdict in verdicts if verdict in DECISIVE]
-    if len(decisive) > 1:
-        return "mixed"
-    return decisive[0] if decisive else " or ".join(verdicts)
+    claim_lines = [
+        f"- {group['paper'].iloc[0]}: **{claim_verdict(list(group['verdict']))}** (rows: {_rows_in_words(group)})."
+        for _, group in claims.groupby("claim", sort=False)
+    ]
+    return marked_block(
+        f"claims:{experiment}",
+        [
+            header,
+            "",
+            f"Claims: {CLAIM_RULE}.",
+            "",
+            *claim_lines,
+            "",
+            f"Rows: {_rows_in_words(claims)}.",
+            "",
+            *rows,
+        ],
+    )
 
 
 def _rows_in_words(rows: pd.DataFrame) -> str:
@@ -149,7 +159,7 @@ def contrast_block(experiment: str, claims: pd.DataFrame, other: pd.DataFrame, o
     lines = []
     for claim in common:
         ours, theirs = (table[table["claim"] == claim] for table in (ours_tested, theirs_tested))
-        ours_verdict, theirs_verdict = _claim_verdict(ours), _claim_verdict(theirs)
+        ours_verdict, theirs_verdict = claim_verdict(list(ours["verdict"])), claim_verdict(list(theirs["verdict"]))
         if ours_verdict != theirs_verdict:
             lines.append(
                 f"- {ours['paper'].iloc[0]}: **{theirs_verdict}** on {', '.join(dict.fromkeys(theirs['model']))} "
@@ -158,8 +168,7 @@ def contrast_block(experiment: str, claims: pd.DataFrame, other: pd.DataFrame, o
             )
     header = (
         f"Generated by `python -m klrl readme-results --contrast {other_tables}` from the two runs' `claims.csv`: "
-        f"of the {len(common)} claims tested in both, the {len(lines)} whose verdict differs. A claim's verdict is "
-        "reproduced or contradicted when its decisive rows agree, mixed when they disagree, else what its rows are."
+        f"of the {len(common)} claims tested in both, the {len(lines)} whose verdict differs: {CLAIM_RULE}."
     )
     return marked_block(f"contrast:{experiment}", [header, "", *(lines or ["No claim differs."])])
 
@@ -192,9 +201,11 @@ def rewrite_readme(
     run_time: str,
     commit: str | None,
     contrast: Path | None = None,
+    contrast_source: Path | None = None,
 ) -> int:
     """Rewrite `readme`'s claims block of `experiment` and each of its table blocks from the run's
-    `tables`, and with `contrast` (another run's tables) its contrast block; the number of table
+    `tables`, and with `contrast` (another run's tables; `contrast_source`: the published tables they
+    were computed from, named in the block) its contrast block; the number of table
     blocks. ValueError, with the README untouched, when the claims table, a table a block names, or
     a block's markers are missing."""
     path = tables / "claims.csv"
@@ -215,7 +226,8 @@ def rewrite_readme(
     if contrast is not None:
         if not (contrast / "claims.csv").is_file():
             raise ValueError(f"{contrast / 'claims.csv'}: no claims table to contrast with")
-        blocks.append(contrast_block(experiment, claims, pd.read_csv(contrast / "claims.csv"), contrast))
+        other = pd.read_csv(contrast / "claims.csv")
+        blocks.append(contrast_block(experiment, claims, other, contrast_source or contrast))
     for block in blocks:
         text = rewrite(text, block)
     readme.write_text(text)

@@ -1,40 +1,87 @@
 """`klrl readme-results` (`make readme-results`): the README's generated blocks of one experiment
-(claims, tables) rewritten from a finished run's tables (klrl.reports.readme_blocks)."""
+(claims, tables) rewritten from a finished run's tables, or computed again from the run's
+published tables (docs/results/<experiment>/, klrl.analysis.published) by the code of the
+moment; `--publish` writes those published tables from a run (klrl.reports.readme_blocks)."""
 
 from __future__ import annotations
 
 import argparse
+import tempfile
 from pathlib import Path
 
-HELP = "rewrite the README's results block from the claims table"
+HELP = "rewrite the README's results blocks from a run's tables or its published tables"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--tables", type=Path, required=True, help="folder with claims.csv (results/<experiment>/tables)"
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--tables", type=Path, help="folder with claims.csv (results/<experiment>/tables)")
+    source.add_argument(
+        "--published",
+        type=Path,
+        help="a run's published tables (docs/results/<experiment>): the blocks computed again from its scores",
     )
     parser.add_argument(
         "--experiment", required=True, help="whose README blocks to rewrite (claims:EXPERIMENT, table:EXPERIMENT:NAME)"
     )
     parser.add_argument("--readme", type=Path, default=Path("README.md"))
-    parser.add_argument("--config", required=True, help="the config the run used, e.g. config/study.yaml")
-    parser.add_argument("--run-time", required=True, help="the run's wall time, e.g. '2 h 41 min on 2 cores'")
+    parser.add_argument("--config", help="the config the run used, e.g. config/study.yaml (with --tables)")
+    parser.add_argument("--run-time", help="the run's wall time, e.g. '2 h 41 min on 2 cores' (with --tables)")
     parser.add_argument(
         "--commit", help="the commit the run used, for tables whose cells record none (default: git rev-parse HEAD)"
     )
     parser.add_argument(
         "--contrast",
         type=Path,
-        help="another run's tables (results/<experiment>/tables): rewrite the contrast:EXPERIMENT block with a "
-        "sentence per claim whose verdict differs between the two",
+        help="another run's tables (results/<experiment>/tables) or published tables (docs/results/<experiment>): "
+        "rewrite the contrast:EXPERIMENT block with a sentence per claim whose verdict differs between the two",
+    )
+    parser.add_argument(
+        "--publish",
+        type=Path,
+        help="with --tables: write the run's published tables to this folder (docs/results/<experiment>) "
+        "instead of rewriting the README",
     )
 
 
 def run(args: argparse.Namespace) -> None:
     from klrl.reports.readme_blocks import rewrite_readme
 
-    tables = rewrite_readme(
-        args.readme, args.tables, args.experiment, args.config, args.run_time, args.commit, args.contrast
-    )
+    if args.tables and not (args.config and args.run_time):
+        raise ValueError("readme-results: --tables needs --config and --run-time (a published run records both)")
+    if args.publish:
+        if not args.tables:
+            raise ValueError("readme-results: --publish writes a run's tables: give --tables")
+        _publish(args)
+        return
+    from klrl.analysis.published import is_published, regenerate
+
+    with tempfile.TemporaryDirectory() as scratch:
+        tables, config, run_time, contrast = args.tables, args.config, args.run_time, args.contrast
+        if args.published:
+            tables = Path(scratch) / "published"
+            run = regenerate(args.published, tables)
+            config, run_time = run["config"], run["run_time"]
+        if contrast is not None and is_published(contrast):
+            contrast = Path(scratch) / "contrast"
+            regenerate(args.contrast, contrast)
+        count = rewrite_readme(
+            args.readme, tables, args.experiment, config, run_time, args.commit, contrast, args.contrast
+        )
     contrast = f", and the contrast with {args.contrast}" if args.contrast else ""
-    print(f"{args.readme}: claims block and {tables} table block(s) rewritten from {args.tables}{contrast}")
+    print(
+        f"{args.readme}: claims block and {count} table block(s) rewritten from {args.published or args.tables}{contrast}"
+    )
+
+
+def _publish(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from klrl.analysis.published import publish
+    from klrl.analysis.tables import Results
+
+    scores = args.tables / "scores.csv"
+    if not scores.is_file():
+        raise ValueError(f"{scores}: no scores table (run `klrl aggregate` first)")
+    cells = list(dict.fromkeys(pd.read_csv(scores)["cell"]))
+    publish(Results(cells, args.tables.parent), args.tables, args.publish, args.config, args.run_time)
+    print(f"{args.publish}: the published tables of {len(cells)} cells from {args.tables.parent}")
