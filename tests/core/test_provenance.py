@@ -6,7 +6,6 @@ import importlib.util
 import re
 import shutil
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -58,8 +57,8 @@ def test_a_checkout_records_its_head(checkout):
 def test_an_unpacked_git_archive_records_the_archived_commit(checkout, tmp_path):
     archive = tmp_path / "archive.tar"
     subprocess.run(["git", "archive", "--output", str(archive), "HEAD"], cwd=checkout, check=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(tmp_path / "unpacked", filter="data")
+    (tmp_path / "unpacked").mkdir()
+    subprocess.run(["tar", "-xf", str(archive), "-C", str(tmp_path / "unpacked")], check=True)  # as make test unpacks
     assert not (tmp_path / "unpacked" / ".git").exists()
     assert _source_commit(tmp_path / "unpacked") == _short_head(checkout)
 
