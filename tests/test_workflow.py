@@ -2,6 +2,7 @@
 the paper's DAG (dry runs), lint."""
 
 import re
+import subprocess
 from functools import reduce
 
 import pytest
@@ -220,14 +221,30 @@ def test_an_unknown_cell_path_names_the_closest_cells(tmp_path):
     )
 
 
-def test_the_paper_config_dry_runs_to_its_grid(tmp_path):
-    folder = copy_workflow(tmp_path)
+# The dry runs that several tests read, each planned once (a Snakemake start and DAG costs seconds):
+# config/paper.yaml on the SLURM profile and .test/config/test.yaml, fresh copies, shell commands printed.
+@pytest.fixture(scope="module")
+def paper_dry_run(tmp_path_factory) -> subprocess.CompletedProcess:
+    folder = copy_workflow(tmp_path_factory.mktemp("paper"))
+    result = snakemake(folder, "-n", "-p", "--configfile", "config/paper.yaml", "--profile", "profiles/slurm")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+@pytest.fixture(scope="module")
+def ci_dry_run(tmp_path_factory) -> subprocess.CompletedProcess:
+    folder = copy_workflow(tmp_path_factory.mktemp("ci"))
+    result = snakemake(folder, "-n", "-p", "--configfile", ".test/config/test.yaml")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def test_the_paper_config_dry_runs_to_its_grid(paper_dry_run):
     cells = expand_grid(load_config("paper"))
     assert (
         len(cells) == 2 * (1 + 4 * 4) + 2 + 5 + 5 + 1
     )  # on-policy β sweep ×2 models, both, off-policy ×2 tasks, prefix-IS
-    result = snakemake(folder, "-n", "--configfile", "config/paper.yaml", "--profile", "profiles/slurm")
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = paper_dry_run
     counts = job_counts(result.stdout)
     assert counts["train"] == counts["evaluate"] == len(cells)
     assert counts["evaluate_base"] == 3
@@ -264,33 +281,27 @@ def test_a_batch_that_gpus_cannot_share_is_a_grid_error():
         expand_grid(config)
 
 
-def test_multi_gpu_cells_train_under_torchrun(tmp_path):
-    folder = copy_workflow(tmp_path)
-    paper = snakemake(folder, "-n", "-p", "--configfile", "config/paper.yaml")
-    assert paper.returncode == 0, paper.stderr[-3000:]
-    commands = train_commands(paper.stdout)
+def test_multi_gpu_cells_train_under_torchrun(paper_dry_run, ci_dry_run):
+    commands = train_commands(paper_dry_run.stdout)
     cells = expand_grid(load_config("paper"))
     assert len(commands) == len(cells)
     four = sum(cell.model == "qwen3-4b-instruct" for cell in cells.values())
     assert commands.count("torchrun --standalone --nproc_per_node 8 -m klrl") == len(cells) - four
     assert commands.count("torchrun --standalone --nproc_per_node 4 -m klrl") == four > 0
-    test = snakemake(folder, "-n", "-p", "--configfile", ".test/config/test.yaml")
-    assert test.returncode == 0, test.stderr[-3000:]
-    commands = train_commands(test.stdout)
+    commands = train_commands(ci_dry_run.stdout)
     assert commands and set(commands) == {"python -m klrl"}
 
 
-def test_a_base_is_built_once_per_recipe_and_read_by_every_config_with_it(tmp_path):
-    """The tiny base of .test/config/test.yaml goes to results/bases/tiny-<hash>/; once it is there,
-    another config with the same recipe (spelled otherwise) plans no build and trains from that
-    folder, and a changed recipe plans a build into another folder, and every cell again."""
+def test_a_base_is_built_once_per_recipe_and_read_by_every_config_with_it(ci_dry_run, tmp_path):
+    """The tiny base of .test/config/test.yaml goes to results/bases/tiny-<hash>/ (its dry run
+    on a fresh copy); once it is there, another config with the same recipe (spelled otherwise)
+    plans no build and trains from that folder, and a changed recipe plans a build into another
+    folder, and every cell again."""
     folder = copy_workflow(tmp_path)
     first = load_config("test")
     recipe = first["models"]["tiny"]["pretrain"]
     base = f"results/bases/tiny-{recipe_hash('tiny', recipe)}/model"
-    dry = snakemake(folder, "-n", "--configfile", ".test/config/test.yaml")
-    assert dry.returncode == 0, dry.stderr[-3000:]
-    assert job_counts(dry.stdout)["build_base"] == 1 and f"{base}/config.json" in dry.stdout
+    assert job_counts(ci_dry_run.stdout)["build_base"] == 1 and f"{base}/config.json" in ci_dry_run.stdout
     (folder / base).mkdir(parents=True)
     (folder / base / "config.json").write_text("{}")  # as the first config's run leaves it
     same = dict(

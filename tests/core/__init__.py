@@ -1,0 +1,1 @@
+"""Tests of klrl.core, one file per module."""
