@@ -9,6 +9,7 @@ import yaml
 from klrl.cli import main as klrl
 from klrl.grid.config_check import SCHEMA
 from klrl.grid.expansion import cell_id, expand_grid, parse_cell_id
+from klrl.grid.gpu_leases import VISIBLE, lease_prefix
 from klrl.grid.biased_settings import report
 from klrl.models.builds import BUILT_MODELS
 from klrl.models.tiny_settings import TinyConfig
@@ -265,15 +266,16 @@ def test_a_batch_that_gpus_cannot_share_is_a_grid_error():
 
 
 def test_multi_gpu_cells_train_under_torchrun(tmp_path):
+    """Under a GPU lease of their count (tests/grid/test_gpu_leases.py); CPU cells under neither."""
     folder = copy_workflow(tmp_path)
-    paper = snakemake(folder, "-n", "-p", "--configfile", "config/paper.yaml")
+    paper = snakemake(folder, "-n", "-p", "--configfile", "config/paper.yaml", environ={VISIBLE: "0,1,2,3,4,5,6,7"})
     assert paper.returncode == 0, paper.stderr[-3000:]
     commands = train_commands(paper.stdout)
     cells = expand_grid(load_config("paper"))
     assert len(commands) == len(cells)
     four = sum(cell.model == "qwen3-4b-instruct" for cell in cells.values())
-    assert commands.count("torchrun --standalone --nproc_per_node 8 -m klrl") == len(cells) - four
-    assert commands.count("torchrun --standalone --nproc_per_node 4 -m klrl") == four > 0
+    assert commands.count(f"{lease_prefix(8)} torchrun --standalone --nproc_per_node 8 -m klrl") == len(cells) - four
+    assert commands.count(f"{lease_prefix(4)} torchrun --standalone --nproc_per_node 4 -m klrl") == four > 0
     test = snakemake(folder, "-n", "-p", "--configfile", ".test/config/test.yaml")
     assert test.returncode == 0, test.stderr[-3000:]
     commands = train_commands(test.stdout)

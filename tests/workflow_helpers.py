@@ -73,13 +73,15 @@ def _snakemake_env() -> dict:
     return env
 
 
-def snakemake(folder: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+def snakemake(folder: Path, *args: str, timeout: int = 900, environ: dict | None = None) -> subprocess.CompletedProcess:
+    """Snakemake run in `folder`, with `environ` added to the environment (CUDA_VISIBLE_DEVICES:
+    a machine's GPU pool, faked)."""
     return subprocess.run(
         [str(SNAKEMAKE), *args],
         cwd=folder,
         capture_output=True,
         text=True,
-        env=_snakemake_env(),
+        env=_snakemake_env() | (environ or {}),
         timeout=timeout,
         check=False,
     )

@@ -133,7 +133,8 @@ def test_the_settings_files_written_by_snakemake_load_identically(tmp_path):
     config = _load("config/paper.yaml")
     cells, layout = expand_grid(config), Layout.of(config)
     targets = [str(layout.settings(cell)) for cell in cells]
-    result = snakemake(folder, "--cores", "1", "--configfile", "config/paper.yaml", "--", *targets)
+    pool = {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}  # the paper's jobs ask for 8 GPUs
+    result = snakemake(folder, "--cores", "1", "--configfile", "config/paper.yaml", "--", *targets, environ=pool)
     assert result.returncode == 0, result.stderr[-3000:]
     for cell in cells.values():
         loaded = load_config(folder / layout.settings(cell.id))
