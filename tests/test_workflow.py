@@ -9,12 +9,21 @@ import yaml
 from klrl.cli import main as klrl
 from klrl.grid.config_check import SCHEMA
 from klrl.grid.expansion import cell_id, expand_grid, parse_cell_id
-from klrl.grid.gpu_leases import VISIBLE, lease_prefix
+from klrl.grid.gpu_leases import lease_prefix
 from klrl.grid.biased_settings import report
 from klrl.models.builds import BUILT_MODELS
 from klrl.models.tiny_settings import TinyConfig
 from klrl.models.recipe import recipe_hash
-from workflow_helpers import FIGURES, ROOT, copy_workflow, job_counts, load_config, snakemake, train_commands
+from workflow_helpers import (
+    FIGURES,
+    PAPER_MACHINE,
+    ROOT,
+    copy_workflow,
+    job_counts,
+    load_config,
+    snakemake,
+    train_commands,
+)
 
 # ---------------------------------------------------------------------------------- config
 
@@ -227,7 +236,9 @@ def test_the_paper_config_dry_runs_to_its_grid(tmp_path):
     assert (
         len(cells) == 2 * (1 + 4 * 4) + 2 + 5 + 5 + 1
     )  # on-policy β sweep ×2 models, both, off-policy ×2 tasks, prefix-IS
-    result = snakemake(folder, "-n", "--configfile", "config/paper.yaml", "--profile", "profiles/slurm")
+    result = snakemake(
+        folder, "-n", "--configfile", "config/paper.yaml", "--profile", "profiles/slurm", environ=PAPER_MACHINE
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     counts = job_counts(result.stdout)
     assert counts["train"] == counts["evaluate"] == len(cells)
@@ -268,7 +279,7 @@ def test_a_batch_that_gpus_cannot_share_is_a_grid_error():
 def test_multi_gpu_cells_train_under_torchrun(tmp_path):
     """Under a GPU lease of their count (tests/grid/test_gpu_leases.py); CPU cells under neither."""
     folder = copy_workflow(tmp_path)
-    paper = snakemake(folder, "-n", "-p", "--configfile", "config/paper.yaml", environ={VISIBLE: "0,1,2,3,4,5,6,7"})
+    paper = snakemake(folder, "-n", "-p", "--configfile", "config/paper.yaml", environ=PAPER_MACHINE)
     assert paper.returncode == 0, paper.stderr[-3000:]
     commands = train_commands(paper.stdout)
     cells = expand_grid(load_config("paper"))

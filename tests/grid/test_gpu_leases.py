@@ -13,7 +13,7 @@ import time
 import pytest
 from klrl.grid.expansion import expand_grid
 from klrl.grid.gpu_leases import LOCKS_ENV, VISIBLE, acquire, gpu_limit, gpu_pool, lease_prefix
-from workflow_helpers import copy_workflow, job_counts, load_config, snakemake, train_commands
+from workflow_helpers import PAPER_MACHINE, copy_workflow, job_counts, load_config, snakemake, train_commands
 
 POOL = [str(device) for device in range(8)]
 
@@ -148,7 +148,7 @@ def test_a_lease_of_zero_gpus_or_under_slurm_keeps_the_environment(tmp_path):
 def test_the_paper_grid_plans_every_gpu_job_at_its_full_count_on_a_pool_of_8_and_stops_on_4(tmp_path):
     folder = copy_workflow(tmp_path)
     args = ("-n", "-p", "--profile", "profiles/local", "--configfile", "config/paper.yaml")
-    eight = snakemake(folder, *args, environ={VISIBLE: ",".join(POOL)})
+    eight = snakemake(folder, *args, environ=PAPER_MACHINE)
     assert eight.returncode == 0, eight.stderr[-3000:]
     cells = expand_grid(load_config("paper"))
     four = sum(cell.model == "qwen3-4b-instruct" for cell in cells.values())
@@ -158,7 +158,7 @@ def test_the_paper_grid_plans_every_gpu_job_at_its_full_count_on_a_pool_of_8_and
     assert commands.count(f"{lease_prefix(8)} torchrun --standalone --nproc_per_node 8 -m klrl") == len(cells) - four
     assert commands.count(f"{lease_prefix(4)} torchrun --standalone --nproc_per_node 4 -m klrl") == four
     assert eight.stdout.count(f"{lease_prefix(1)} python -m klrl evaluate") == len(cells) + 3  # and the 3 bases
-    refused = snakemake(folder, *args, environ={VISIBLE: "0,1,2,3"})
+    refused = snakemake(folder, *args, environ=PAPER_MACHINE | {VISIBLE: "0,1,2,3"})
     assert refused.returncode != 0
     assert refused.stderr.strip().splitlines()[-1] == (
         f"train job of {next(iter(cells))} asks for 8 GPUs; this machine has 4 (CUDA_VISIBLE_DEVICES=0,1,2,3)"

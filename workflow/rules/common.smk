@@ -20,6 +20,7 @@ from klrl.grid.expansion import (
 )
 from klrl.grid.biased_settings import report as kl_settings_report
 from klrl.grid.gpu_leases import gpu_limit, gpu_requests, lease_prefix
+from klrl.grid.hub_access import first_problem
 from klrl.models import get_base_model, recipe_options
 from klrl.models.builds import BUILT_MODELS
 from klrl.models.recipe import build_arguments, recipe_hash
@@ -41,6 +42,11 @@ if workflow.is_main_process:
         sys.exit(str(error))
     if given is None:
         workflow.global_resources["gpu"] = limit
+    # A gated model without a token, or a model or data set the Hub cannot give while offline,
+    # stops the grid here in one line, before any job starts (klrl.grid.hub_access).
+    problem = first_problem(config, CELLS, {task for task in used_tasks(CELLS) if LAYOUT.manifest(task).exists()})
+    if problem:
+        sys.exit(problem)
     sys.stderr.write(kl_settings_report(CELLS))
 TASKS = used_tasks(CELLS)
 RUNS = str(LAYOUT.runs_file())
