@@ -22,7 +22,8 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 # project's (envs/gpu_constraints.py): transformers 5.24.0 -> 5.19.0, numpy 2.4.6 -> 2.3.5 and
 # fastapi 0.165.0 -> 0.136.3 (vLLM 0.32's bounds), the SLURM executor plugin removed (no version
 # of it admits that numpy beside pandas 3). tests/test_gpu_install.py resolves the same pins
-# together against the package index. `make install` afterwards puts the CPU pins back.
+# together against the package index. `rm .venv/.installed* && make install` puts the project's
+# pins back.
 GPU_STAMP := $(VENV)/.installed-gpu
 
 gpu-env: $(GPU_STAMP)

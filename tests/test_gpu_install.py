@@ -48,3 +48,15 @@ def test_the_gpu_pins_resolve_with_the_projects_against_the_package_index(tmp_pa
         "numpy": "2.3.5",
     }
     assert "snakemake-executor-plugin-slurm" not in versions and any(name.startswith("nvidia-") for name in versions)
+
+
+def test_the_readme_states_each_pin_the_gpu_install_moves_and_the_package_it_removes():
+    readme = (ROOT / "README.md").read_text().replace("\n", " ")
+    constraints = dict(
+        line.split("==") for line in (ROOT / "requirements" / "constraints.txt").read_text().split() if "==" in line
+    )
+    pins, left_out = changes((ROOT / "requirements" / "gpu.txt").read_text())
+    for name, version in (pin.split("==") for pin in pins):
+        if name in constraints and constraints[name] != version:
+            assert f"{name} {constraints[name]} → {version}" in readme
+    assert left_out == ["snakemake-executor-plugin-slurm"] and "removes the SLURM executor plugin" in readme

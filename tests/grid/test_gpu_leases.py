@@ -13,7 +13,7 @@ import time
 import pytest
 from klrl.grid.expansion import expand_grid
 from klrl.grid.gpu_leases import LOCKS_ENV, VISIBLE, acquire, gpu_limit, gpu_pool, lease_prefix
-from workflow_helpers import PAPER_MACHINE, copy_workflow, job_counts, load_config, snakemake, train_commands
+from workflow_helpers import PAPER_MACHINE, ROOT, copy_workflow, job_counts, load_config, snakemake, train_commands
 
 POOL = [str(device) for device in range(8)]
 
@@ -164,3 +164,8 @@ def test_the_paper_grid_plans_every_gpu_job_at_its_full_count_on_a_pool_of_8_and
         f"train job of {next(iter(cells))} asks for 8 GPUs; this machine has 4 (CUDA_VISIBLE_DEVICES=0,1,2,3)"
         f" (and {len(cells) - four - 1} more jobs)"
     )
+
+
+def test_the_readme_and_the_runbook_give_the_single_node_command_tested_here():
+    command = "snakemake --profile profiles/local --configfile config/paper.yaml"
+    assert command in (ROOT / "README.md").read_text() and command in (ROOT / "docs" / "paper-scale.md").read_text()
