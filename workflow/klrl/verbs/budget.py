@@ -1,4 +1,4 @@
-"""`klrl budget`: what a config's grid of Hub models costs before it runs (klrl.grid.budget).
+"""`klrl budget`: what a config's grid of Hub models costs before it runs (klrl.grid.run_budget).
 
     python -m klrl budget --config config/paper.yaml                            # print it
     python -m klrl budget --config config/paper.yaml --write docs/paper-scale.md  # and rewrite its block
@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from klrl.grid.budget import budget_lines, grid_budget
+    from klrl.grid.run_budget import budget_lines, grid_budget
     from klrl.grid.config_check import read_config
 
     if args.gpus_per_node < 1:

@@ -1,11 +1,11 @@
-"""`klrl budget` (klrl.grid.budget): one Qwen2.5-7B off-policy cell of config/paper.yaml counted
+"""`klrl budget` (klrl.grid.run_budget): one Qwen2.5-7B off-policy cell of config/paper.yaml counted
 by hand, the figures docs/paper-scale.md shows are the verb's output, and what it refuses."""
 
 import re
 
 import pytest
 from klrl.cli import main as klrl
-from klrl.grid.budget import grid_budget
+from klrl.grid.run_budget import grid_budget
 from workflow_helpers import ROOT, load_config
 
 # Qwen/Qwen2.5-7B: 7,615,616,512 parameters, its embedding 152,064 × 3,584; the off-policy cells
