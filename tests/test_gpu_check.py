@@ -150,3 +150,15 @@ def test_the_gpu_check_fails_cleanly_without_cuda_and_resumes_a_killed_run_on_cp
         if line.strip().split(" ")[0] in ("generate", "score", "backward", "optimizer")
     ]
     assert len(shares) == 4 and 90 <= sum(shares) <= 102, result.stdout  # the phases make up the step
+
+
+def test_the_lease_stage_sees_two_devices_on_a_pool_of_two_and_skips_on_one(monkeypatch):
+    """On CPUs with a faked pool: the two jobs' CUDA_VISIBLE_DEVICES differ (on CUDA their GPUs'
+    UUIDs are compared too)."""
+    from gpu_lease_check import lease_check
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    passed, detail = lease_check("cpu")
+    assert passed is True and sorted(detail.split(" against ")) == ["visible 0", "visible 1"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert lease_check("cpu") == (None, "needs 2 or more GPUs; the pool has 1")

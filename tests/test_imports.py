@@ -8,7 +8,14 @@ import pytest
 
 
 @pytest.mark.parametrize(
-    "module", ["klrl.grid.expansion", "klrl.objective.kl_config", "klrl.objective.estimators", "klrl.training.config"]
+    "module",
+    [
+        "klrl.grid.expansion",
+        "klrl.grid.gpu_leases",
+        "klrl.objective.kl_config",
+        "klrl.objective.estimators",
+        "klrl.training.config",
+    ],
 )
 def test_the_grid_imports_no_torch(module):
     code = f"import sys, {module}; print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"

@@ -10,11 +10,21 @@ import yaml
 from klrl.cli import main as klrl
 from klrl.grid.config_check import SCHEMA
 from klrl.grid.expansion import cell_id, expand_grid, parse_cell_id
+from klrl.grid.gpu_leases import lease_prefix
 from klrl.grid.biased_settings import report
 from klrl.models.builds import BUILT_MODELS
 from klrl.models.tiny_settings import TinyConfig
 from klrl.models.recipe import recipe_hash
-from workflow_helpers import FIGURES, ROOT, copy_workflow, job_counts, load_config, snakemake, train_commands
+from workflow_helpers import (
+    FIGURES,
+    PAPER_MACHINE,
+    ROOT,
+    copy_workflow,
+    job_counts,
+    load_config,
+    snakemake,
+    train_commands,
+)
 
 # ---------------------------------------------------------------------------------- config
 
@@ -226,7 +236,9 @@ def test_an_unknown_cell_path_names_the_closest_cells(tmp_path):
 @pytest.fixture(scope="module")
 def paper_dry_run(tmp_path_factory) -> subprocess.CompletedProcess:
     folder = copy_workflow(tmp_path_factory.mktemp("paper"))
-    result = snakemake(folder, "-n", "-p", "--configfile", "config/paper.yaml", "--profile", "profiles/slurm")
+    result = snakemake(
+        folder, "-n", "-p", "--configfile", "config/paper.yaml", "--profile", "profiles/slurm", environ=PAPER_MACHINE
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return result
 
@@ -282,12 +294,13 @@ def test_a_batch_that_gpus_cannot_share_is_a_grid_error():
 
 
 def test_multi_gpu_cells_train_under_torchrun(paper_dry_run, ci_dry_run):
+    """Under a GPU lease of their count (tests/grid/test_gpu_leases.py); CPU cells under neither."""
     commands = train_commands(paper_dry_run.stdout)
     cells = expand_grid(load_config("paper"))
     assert len(commands) == len(cells)
     four = sum(cell.model == "qwen3-4b-instruct" for cell in cells.values())
-    assert commands.count("torchrun --standalone --nproc_per_node 8 -m klrl") == len(cells) - four
-    assert commands.count("torchrun --standalone --nproc_per_node 4 -m klrl") == four > 0
+    assert commands.count(f"{lease_prefix(8)} torchrun --standalone --nproc_per_node 8 -m klrl") == len(cells) - four
+    assert commands.count(f"{lease_prefix(4)} torchrun --standalone --nproc_per_node 4 -m klrl") == four > 0
     commands = train_commands(ci_dry_run.stdout)
     assert commands and set(commands) == {"python -m klrl"}
 

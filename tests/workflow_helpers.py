@@ -13,6 +13,9 @@ from klrl.core.paths import WORKFLOW_FILES
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
+# A machine config/paper.yaml loads on: 8 GPUs (faked: no job runs in a dry run) and a Hub token
+# for its gated model (a stub: a dry run downloads nothing), with the Hub online.
+PAPER_MACHINE = {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "HF_TOKEN": "stub", "HF_HUB_OFFLINE": ""}
 FIGURES = sorted(
     path.stem for path in (ROOT / "paper_figures").glob("*.py")
 )  # one figure per script, as figures.smk finds them
@@ -73,13 +76,15 @@ def _snakemake_env() -> dict:
     return env
 
 
-def snakemake(folder: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+def snakemake(folder: Path, *args: str, timeout: int = 900, environ: dict | None = None) -> subprocess.CompletedProcess:
+    """Snakemake run in `folder`, with `environ` added to the environment (CUDA_VISIBLE_DEVICES:
+    a machine's GPU pool, faked)."""
     return subprocess.run(
         [str(SNAKEMAKE), *args],
         cwd=folder,
         capture_output=True,
         text=True,
-        env=_snakemake_env(),
+        env=_snakemake_env() | (environ or {}),
         timeout=timeout,
         check=False,
     )

@@ -127,13 +127,15 @@ def test_the_train_verb_names_a_bad_setting_in_one_line(tmp_path):
 def test_the_settings_files_written_by_snakemake_load_identically(tmp_path):
     """The cell_settings rule, run for real over the paper grid, writes files that load back
     to each cell's TrainConfig (values and types)."""
-    from workflow_helpers import copy_workflow, snakemake
+    from workflow_helpers import PAPER_MACHINE, copy_workflow, snakemake
 
     folder = copy_workflow(tmp_path)
     config = _load("config/paper.yaml")
     cells, layout = expand_grid(config), Layout.of(config)
     targets = [str(layout.settings(cell)) for cell in cells]
-    result = snakemake(folder, "--cores", "1", "--configfile", "config/paper.yaml", "--", *targets)
+    result = snakemake(
+        folder, "--cores", "1", "--configfile", "config/paper.yaml", "--", *targets, environ=PAPER_MACHINE
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     for cell in cells.values():
         loaded = load_config(folder / layout.settings(cell.id))

@@ -17,11 +17,14 @@ from klrl.models.builds import BUILT_MODELS
 from klrl.verbs import (
     aggregate,
     audit,
+    budget,
     build,
     cells,
     config_docs,
     describe,
     evaluate,
+    fetch,
+    gpu_lease,
     plan,
     power,
     prepare_data,
@@ -44,6 +47,7 @@ VERBS = {
     "prepare-data": prepare_data,
     "train": train,
     "evaluate": evaluate,
+    "gpu-lease": gpu_lease,
     "track-grid": track_grid,
     "track-reconcile": track_reconcile,
     "track-files": track_files,
@@ -52,6 +56,8 @@ VERBS = {
     "tracking-load": tracking_load,
     "aggregate": aggregate,
     "cells": cells,
+    "budget": budget,
+    "fetch": fetch,
     "power": power,
     "readme-results": readme_results,
     "config-docs": config_docs,
@@ -82,8 +88,11 @@ def version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    debug = "--debug" in argv
-    argv = [arg for arg in argv if arg != "--debug"]
+    ends = argv.index("--") if "--" in argv else len(argv)  # after --: another command's words (gpu-lease)
+    debug = "--debug" in argv[:ends]
+    head = [arg for arg in argv[:ends] if arg != "--debug"]
+    chosen = next((arg for arg in head if not arg.startswith("-")), None)  # the verb
+    argv = head + argv[ends:]
     parser = argparse.ArgumentParser(
         prog="python -m klrl", description=__doc__.splitlines()[0], formatter_class=HelpFormatter
     )
@@ -92,13 +101,13 @@ def main(argv: list[str] | None = None) -> int:
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     for name, verb in VERBS.items():
         sub = verbs.add_parser(name, help=verb.HELP, description=verb.HELP, formatter_class=HelpFormatter)
-        if name in argv:  # a verb's options are declared only when it runs: they import its library
+        if name == chosen:  # a verb's options are declared only when it runs: they import its library
             verb.add_arguments(sub)
             sub.set_defaults(run=verb.run)
     for model in BUILT_MODELS.values():  # each model built here has the build verb its declaration names
         name, summary = model.verb, model.recipe.summary
         sub = verbs.add_parser(name, help=summary, description=summary, formatter_class=HelpFormatter)
-        if name in argv:
+        if name == chosen:
             build.add_arguments(sub, model.name)
             sub.set_defaults(run=build.run)
     args = parser.parse_args(argv)

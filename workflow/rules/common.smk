@@ -19,6 +19,8 @@ from klrl.grid.expansion import (
     used_tasks,
 )
 from klrl.grid.biased_settings import report as kl_settings_report
+from klrl.grid.gpu_leases import gpu_limit, gpu_requests, lease_prefix
+from klrl.grid.hub_access import first_problem
 from klrl.models import get_base_model, recipe_options
 from klrl.models.builds import BUILT_MODELS
 from klrl.models.recipe import build_arguments, recipe_hash
@@ -27,9 +29,25 @@ from klrl.analysis.preregistration import grid_cells, plan_hash, plan_of
 
 LAYOUT = Layout.of(config)
 CELLS = expand_grid(config)
-if workflow.is_main_process:  # once per run, not again in each job's own Snakemake (SLURM)
-    sys.stderr.write(kl_settings_report(CELLS))
 BASE_TASKS = base_eval_tasks(CELLS)
+# Once per run, not again in each job's own Snakemake (SLURM): Snakemake's `gpu` resource is
+# the machine's GPU pool unless --resources (or the profile) sets it, and a job asking for more
+# is refused here, naming it (klrl.grid.gpu_leases): Snakemake would lower its request silently.
+# Each GPU job leases devices of its own (lease_prefix).
+if workflow.is_main_process:
+    given = workflow.global_resources.get("gpu")
+    try:
+        limit = gpu_limit(gpu_requests(config, CELLS, BASE_TASKS), given.value if given else None)
+    except ValueError as error:
+        sys.exit(str(error))
+    if given is None:
+        workflow.global_resources["gpu"] = limit
+    # A gated model without a token, or a model or data set the Hub cannot give while offline,
+    # stops the grid here in one line, before any job starts (klrl.grid.hub_access).
+    problem = first_problem(config, CELLS, {task for task in used_tasks(CELLS) if LAYOUT.manifest(task).exists()})
+    if problem:
+        sys.exit(problem)
+    sys.stderr.write(kl_settings_report(CELLS))
 TASKS = used_tasks(CELLS)
 RUNS = str(LAYOUT.runs_file())
 EVALUATION = config["evaluation"]

@@ -4,7 +4,7 @@
 # recorded as such, not evaluated.
 
 EVALUATE = """
-python -m klrl evaluate \
+{params.lease} python -m klrl evaluate \
     --model {params.model} \
     {params.model_options} \
     {params.train_status} \
@@ -36,6 +36,7 @@ rule evaluate:
         device=lambda wildcards: device(CELLS[wildcards.cell].model),
         train_status=lambda wildcards, input: f"--train-status {input.status}",
         key=lambda wildcards: wildcards.cell,
+        lease=lambda wildcards: lease_prefix(eval_job_resources(config, CELLS[wildcards.cell].model)["gpus"]),
     threads: lambda wildcards: eval_job_resources(config, CELLS[wildcards.cell].model)["threads"]
     resources:
         mem_mb=lambda wildcards: eval_job_resources(config, CELLS[wildcards.cell].model)["mem_mb"],
@@ -67,6 +68,7 @@ rule evaluate_base:
         device=lambda wildcards: device(wildcards.model),
         train_status="",
         key=lambda wildcards: f"base/{wildcards.model}",
+        lease=lambda wildcards: lease_prefix(eval_job_resources(config, wildcards.model)["gpus"]),
     threads: lambda wildcards: eval_job_resources(config, wildcards.model)["threads"]
     resources:
         mem_mb=lambda wildcards: eval_job_resources(config, wildcards.model)["mem_mb"],

@@ -51,6 +51,7 @@ rule train:
         str(LAYOUT.status("{cell}")),
     params:
         folder=lambda wildcards: LAYOUT.train(wildcards.cell),
+        lease=lambda wildcards: lease_prefix(job_resources(config, CELLS[wildcards.cell].model)["gpus"]),
         launcher=lambda wildcards: train_launcher(job_resources(config, CELLS[wildcards.cell].model)["processes"]),
     threads: lambda wildcards: job_resources(config, CELLS[wildcards.cell].model)["threads"]
     resources:
@@ -65,7 +66,7 @@ rule train:
         "../../envs/klrl.yaml"
     shell:
         """
-        {params.launcher} train \
+        {params.lease} {params.launcher} train \
             --out {params.folder} \
             --mlflow-runs {input.runs} \
             --mlflow-key {wildcards.cell} \

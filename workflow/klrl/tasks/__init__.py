@@ -10,6 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from klrl.tasks.math import TEST_HUB as MATH_TEST_HUB
+from klrl.tasks.math import TRAIN_HUB as MATH_TRAIN_HUB
+from klrl.tasks.mmlu import HUB as MMLU_HUB
+
 # The paper's MATH instruction (docs/paper.md), appended to the problem.
 MATH_INSTRUCTION = " Place your answer at end exactly inside latex box for example \\boxed{12} or \\boxed{51}."
 # MMLU questions are answered by a letter: the MATH instruction's numeric examples would ask for a
@@ -57,6 +61,7 @@ class Task:
     description: str
     loader: Callable[[str, str, int, int | None, str], list[dict]]
     distinct: Callable[[str, str], int] | None = None  # (task, split) → how many distinct rows it can generate
+    hub: tuple[str, ...] = ()  # the Hub data sets it reads, where its source is the Hub
 
 
 def _arith(name: str, description: str) -> Task:
@@ -67,7 +72,7 @@ def _mmlu(subject: str) -> Task:
     label = subject.replace("_", " ")
     name = f"mmlu-{subject.replace('_', '-')}"
     description = f"out-of-domain (paper): MMLU {label}, boxed letter"
-    return Task(name, "math", ("test",), MMLU_INSTRUCTION, "hub", description, _load_mmlu)
+    return Task(name, "math", ("test",), MMLU_INSTRUCTION, "hub", description, _load_mmlu, hub=(MMLU_HUB,))
 
 
 TASKS = {
@@ -79,7 +84,14 @@ TASKS = {
         _arith("arith-spoken", "arith asked in words: out-of-domain (default), in-domain (SmolLM2 study)"),
         _arith("arith-long-spoken", "out-of-domain (SmolLM2 study): arith-long asked in words"),
         Task(
-            "math", "math", ("train", "test"), MATH_INSTRUCTION, "hub", "in-domain (paper): MATH, MATH-500", _load_math
+            "math",
+            "math",
+            ("train", "test"),
+            MATH_INSTRUCTION,
+            "hub",
+            "in-domain (paper): MATH, MATH-500",
+            _load_math,
+            hub=(MATH_TRAIN_HUB, MATH_TEST_HUB),
         ),
         _mmlu("college_physics"),
         _mmlu("college_chemistry"),

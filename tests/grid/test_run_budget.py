@@ -1,0 +1,50 @@
+"""`klrl budget` (klrl.grid.run_budget): one Qwen2.5-7B off-policy cell of config/paper.yaml counted
+by hand, the figures docs/paper-scale.md shows are the verb's output, and what it refuses."""
+
+import re
+
+import pytest
+from klrl.cli import main as klrl
+from klrl.grid.run_budget import grid_budget
+from workflow_helpers import ROOT, load_config
+
+# Qwen/Qwen2.5-7B: 7,615,616,512 parameters, its embedding 152,064 × 3,584; the off-policy cells
+# of config/paper.yaml: 8 GPUs, lag 10, 32 prompts × 16 samples, 420 steps, sequences of at most
+# 5,120 tokens (vllm_max_model_len), rollouts from vLLM.
+PARAMS, EMBEDDING = 7_615_616_512, 152_064 * 3_584
+
+
+def test_a_qwen_7b_lag_10_cell_counted_by_hand():
+    budget = grid_budget(load_config("paper"), gpus_per_node=8)
+    (row,) = [row for row in budget["rows"] if (row.model, row.policy) == ("qwen2.5-7b", "off, lag 10")]
+    queue = 11 * 512 * 5_120 * 24  # lag + 1 batches of rollouts, 24 bytes a token
+    assert row.footprint.queue == queue == 692_060_160
+    assert row.footprint.checkpoint == 12 * PARAMS + queue == 92_079_458_304  # policy + 2 AdamW moments
+    assert row.footprint.running_disk == 3 * row.footprint.checkpoint  # 2 kept, a third while written
+    assert row.footprint.host_per_node == 4 * PARAMS + 8 * 4 * EMBEDDING == 47_902_382_080
+    assert row.footprint.gpu_per_device == 20 * PARAMS // 8 + 2 * PARAMS == 34_270_274_304
+    assert row.footprint.final == 4 * PARAMS
+    # a step: 14 N FLOPs a token over 512 × (330 + 1,000) tokens at 40% of 8 × 989 TFLOP/s, plus 120 s
+    seconds = 14 * PARAMS * 512 * 1_330 / (8 * 989e12 * 0.4) + 120
+    assert row.cells == 6 and row.gpu_hours == pytest.approx(6 * 420 * seconds * 8 / 3600, rel=1e-12)
+    assert round(seconds, 1) == 142.9
+
+
+def test_the_paper_scale_doc_shows_the_budget_verbs_output(capsys):
+    assert klrl(["budget", "--config", "config/paper.yaml"]) == 0
+    printed = capsys.readouterr().out
+    doc = (ROOT / "docs" / "paper-scale.md").read_text()
+    block = re.search(r"<!-- budget:paper:begin -->\n(.*?)\n<!-- budget:paper:end -->", doc, re.S)
+    assert block and block[1] == printed.rstrip("\n")
+    line = next(line for line in printed.splitlines() if line.startswith("| qwen2.5-7b | off, lag 10 |"))
+    assert line.split(" | ")[5:9] == ["47.9 GB", "34.3 GB", "92.1 GB", "276 GB"]
+
+
+def test_a_built_model_or_no_gpus_a_node_is_one_line(capsys):
+    assert klrl(["budget", "--config", "config/config.yaml"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "klrl budget: error: tiny is built here, not a Hub model: the budget counts Hub models only"
+        " (--debug for the traceback)"
+    )
+    assert klrl(["budget", "--config", "config/paper.yaml", "--gpus-per-node", "0"]) == 2
+    assert "--gpus-per-node 0 must be at least 1" in capsys.readouterr().err

@@ -1,0 +1,180 @@
+"""What a grid of Hub models costs before it runs (`klrl budget`): per kind of cell and for the
+grid, GPU-hours, host memory per node, GPU memory per device, checkpoint bytes, disk, and what
+will be downloaded.
+
+The memory and checkpoint formulas of one cell are in `cell_footprint` alone; the time of a step
+is its FLOPs (`step_flops`, docs/paper-scale.md's count) at an assumed utilisation of the GPUs'
+peak, plus an assumed rollout time. Every assumption is a constant below, stated in the output.
+An off-policy cell holds the policy (float32 master weights), the frozen reference, AdamW's two
+moments and a queue of at most lag + 1 rollouts, no stale weights; its checkpoint is the policy,
+the two moments and that queue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PEAK_FLOPS = 989e12  # FLOP/s: an H100 SXM's dense bfloat16 peak
+UTILISATION = 0.4  # the share of that peak a training step reaches (assumed)
+PROMPT_TOKENS = 330  # mean tokens of a prompt with its instruction and chat template (assumed)
+COMPLETION_TOKENS = 1000  # mean tokens of a completion, at most max_new_tokens (assumed)
+GENERATION_SECONDS = 120  # wall time of a step's rollouts: the longest completion sets it (assumed)
+ROLLOUT_BYTES_PER_TOKEN = 24  # a queued token: its id and mask (int64), log μ and the engine's log-prob (float32)
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """One running cell's memory and disk, in bytes."""
+
+    gpu_per_device: int  # weights, gradients and moments before activations and the KV cache
+    host_per_node: int  # the peak: loading (rank 0's whole float32 copy, a tensor in flight per rank)
+    queue: int  # the queued rollouts (all processes together)
+    checkpoint: int
+    running_disk: int  # the checkpoints kept, and one more while it is written
+    final: int  # final/: the trained model in float32
+
+
+def cell_footprint(params: int, largest: int, gpus: int, queued: int, rollout_tokens: int, engine: bool) -> Footprint:
+    """A cell of a model of `params` parameters (its largest tensor `largest` elements) trained
+    on `gpus` devices (FSDP), with `queued` rollouts of `rollout_tokens` tokens waiting (off-policy:
+    lag + 1 steps' batches; on-policy: none) and, where `engine`, a colocated vLLM engine per GPU.
+
+    Per device: the policy's float32 weights, gradients and two AdamW moments (16 bytes a
+    parameter) and the float32 reference (4), sharded over the GPUs, and the engine's bfloat16
+    copy (2) whole. Per node: rank 0 reads the model once in float32 while every rank receives one
+    tensor at a time (4 bytes an element); the queue is small beside it. A checkpoint: the policy
+    and the two moments (3 × 4 bytes a parameter) and the queue.
+    """
+    from klrl.training.checkpoint import KEEP
+
+    shards = max(1, gpus)
+    queue = queued * rollout_tokens * ROLLOUT_BYTES_PER_TOKEN
+    checkpoint = 3 * 4 * params + queue
+    return Footprint(
+        gpu_per_device=(16 + 4) * params // shards + 2 * params * engine,
+        host_per_node=max(4 * params + shards * 4 * largest, queue),
+        queue=queue,
+        checkpoint=checkpoint,
+        running_disk=(KEEP + 1) * checkpoint,
+        final=4 * params,
+    )
+
+
+def step_flops(params: int, samples: int, tokens: int, off_policy: bool) -> float:
+    """A training step's FLOPs: per token, forwards of the reference and of the policy without
+    gradient (2 × 2N), the policy's forward, recomputation and backward (8N), and off-policy the
+    learner's forward that scores log μ when the rollout is made (2N)."""
+    return (12 + 2 * off_policy) * params * samples * tokens
+
+
+@dataclass
+class Row:
+    model: str
+    policy: str
+    gpus: int
+    cells: int = 0
+    gpu_hours: float = 0.0
+    footprint: Footprint | None = None
+
+
+def grid_budget(config: dict, gpus_per_node: int) -> dict:
+    """The budget of `config`'s grid: rows (one per model and policy mode), evaluation jobs,
+    downloads and totals."""
+    from klrl.grid.expansion import base_eval_tasks, eval_job_resources, expand_grid, job_resources, used_tasks
+    from klrl.models import get_base_model
+    from klrl.models.hub_sizes import hub_size
+    from klrl.tasks import get_task
+
+    cells = expand_grid(config)
+    rows: dict[tuple, Row] = {}
+    models = {}
+    for cell in cells.values():
+        base = get_base_model(cell.model, config.get("models"))
+        if base.build != "hub":
+            raise ValueError(f"{cell.model} is built here, not a Hub model: the budget counts Hub models only")
+        size = models.setdefault(cell.model, (base.hub_id, hub_size(base.hub_id)))[1]
+        train, gpus = cell.train, job_resources(config, cell.model)["gpus"]
+        lag = train["async_lag"] if cell.policy == "off" else 0
+        policy = f"off, lag {lag}" if cell.policy == "off" else "on"
+        samples = train["prompts_per_step"] * train["group_size"]
+        tokens = PROMPT_TOKENS + min(COMPLETION_TOKENS, train["max_new_tokens"])
+        row = rows.setdefault((cell.model, policy), Row(cell.model, policy, gpus))
+        seconds = step_flops(size.params, samples, tokens, cell.policy == "off") / (
+            max(1, gpus) * PEAK_FLOPS * UTILISATION
+        )
+        row.gpu_hours += train["steps"] * (seconds + GENERATION_SECONDS) * max(1, gpus) / 3600
+        row.cells += 1
+        longest = train.get("vllm_max_model_len") or PROMPT_TOKENS + train["max_new_tokens"]
+        queued = (lag + 1) * samples if cell.policy == "off" else 0
+        engine = train.get("generation_backend") == "vllm"
+        row.footprint = cell_footprint(size.params, size.largest, gpus, queued, longest, engine)
+    evaluations = [(model, eval_job_resources(config, model)) for model in [c.model for c in cells.values()]]
+    evaluations += [(model, eval_job_resources(config, model)) for model in base_eval_tasks(cells)]
+    data = config.get("data", {})
+    datasets = [
+        repo
+        for task in used_tasks(cells)
+        if data.get(task, {}).get("source", get_task(task).source) == "hub"
+        for repo in get_task(task).hub
+    ]
+    running = max(
+        (gpus_per_node // max(1, row.gpus)) * row.footprint.running_disk for row in rows.values() if row.footprint
+    )
+    host = max((gpus_per_node // max(1, row.gpus)) * row.footprint.host_per_node for row in rows.values())
+    finals = sum(row.cells * row.footprint.final for row in rows.values())
+    downloads = sum(size.download_bytes for _, size in models.values())
+    return {
+        "rows": list(rows.values()),
+        "cells": len(cells),
+        "gpu_hours": sum(row.gpu_hours for row in rows.values()),
+        "evaluations": evaluations,
+        "models": models,
+        "datasets": list(dict.fromkeys(datasets)),
+        "disk": {"finals": finals, "checkpoints": running, "downloads": downloads},
+        "gpus_per_node": gpus_per_node,
+        "host_per_node": host,
+    }
+
+
+def _gb(count: float) -> str:
+    value = count / GB
+    return f"{value:,.0f} GB" if value >= 100 else f"{value:.1f} GB" if value >= 1 else f"{count / 1e6:,.0f} MB"
+
+
+def budget_lines(budget: dict, command: str) -> list[str]:
+    """The budget as Markdown: what it assumes, a table of the kinds of cell, the grid's totals."""
+    node = budget["gpus_per_node"]
+    lines = [
+        f"Generated by `{command}`. Assumed: {UTILISATION:.0%} of an H100's {PEAK_FLOPS / 1e12:.0f} TFLOP/s"
+        f" (bfloat16, dense) in training, {GENERATION_SECONDS} s of rollouts a step, {PROMPT_TOKENS} prompt and"
+        f" {COMPLETION_TOKENS} completion tokens a sample; one node of {node} GPUs.",
+        "",
+        "| model | policy | cells | GPUs a job | GPU-hours (training) | host memory a cell | GPU memory a device"
+        " | checkpoint | disk a running cell | final model |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in budget["rows"]:
+        foot = row.footprint
+        lines.append(
+            f"| {row.model} | {row.policy} | {row.cells} | {row.gpus} | {row.gpu_hours:,.0f} | {_gb(foot.host_per_node)}"
+            f" | {_gb(foot.gpu_per_device)} | {_gb(foot.checkpoint)} | {_gb(foot.running_disk)} | {_gb(foot.final)} |"
+        )
+    hours, disk = budget["gpu_hours"], budget["disk"]
+    evaluation_hours = sum(resources["runtime"] / 60 * resources["gpus"] for _, resources in budget["evaluations"])
+    lines += [
+        "",
+        f"The grid: {budget['cells']} cells, {hours:,.0f} GPU-hours of training ({hours / node / 24:,.1f} days on"
+        f" one node), {len(budget['evaluations'])} evaluation jobs of one GPU (at most {evaluation_hours:,.0f}"
+        f" GPU-hours: their runtime), at most {_gb(budget['host_per_node'])} of host memory on a node at once."
+        f" Disk: {_gb(disk['finals'])} of final models, {_gb(disk['checkpoints'])} of"
+        f" checkpoints of the cells running at once, {_gb(disk['downloads'])} of downloaded models:"
+        f" {_gb(sum(disk.values()))} in all.",
+        "",
+        "Downloaded before the grid (`klrl fetch`):",
+    ]
+    for hub_id, size in budget["models"].values():
+        gated = ", gated: accept its licence on the Hub, then `hf auth login`" if size.gated else ""
+        lines.append(f"- model {hub_id} ({_gb(size.download_bytes)}{gated})")
+    lines += [f"- data set {repo}" for repo in budget["datasets"]]
+    return lines
