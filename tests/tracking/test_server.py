@@ -20,6 +20,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from klrl.tracking.experiment import track_grid
+from klrl.tracking.mlflow_accounts import JOBS_FILE
 from klrl.tracking.mlflow_process import free_port, mlflow_server
 from klrl.tracking.reconcile import reconcile
 from klrl.tracking.runs import Tracker
@@ -88,7 +89,7 @@ def state():
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def _load(address: str, report: Path, writers: int, seconds: float) -> subprocess.Popen:
+def _load(address: str, credentials: Path, report: Path, writers: int, seconds: float) -> subprocess.Popen:
     command = [
         sys.executable,
         "-m",
@@ -104,6 +105,8 @@ def _load(address: str, report: Path, writers: int, seconds: float) -> subproces
         "5",
         "--report",
         str(report),
+        "--credentials",
+        str(credentials),
     ]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -119,17 +122,18 @@ def _assert_every_row_once(figures: dict, writers: int) -> None:
 @pytest.mark.slow
 @needs_postgres
 def test_32_writer_processes_lose_nothing_and_survive_a_restart_of_the_server(state, tmp_path):
-    """32 writer processes for 8 s, every row and file read back once; then 8 writers for 20 s
-    while the server (MLflow and PostgreSQL) is stopped and started again on the same port: their
-    requests are retried by MLflow's client (its own backoff) and nothing is lost or doubled."""
+    """32 writer processes for 8 s, logged in as the jobs' user, every row and file read back once;
+    then 8 writers for 20 s while the server (MLflow and PostgreSQL) is stopped and started again
+    on the same port: their requests are retried by MLflow's client (its own backoff) and nothing
+    is lost or doubled."""
     port = free_port()
     server = _start(state, port)
     try:
-        loaded = _load(f"http://127.0.0.1:{port}", tmp_path / "load.json", 32, 8)
+        loaded = _load(f"http://127.0.0.1:{port}", state / JOBS_FILE, tmp_path / "load.json", 32, 8)
         assert loaded.wait(timeout=300) == 0, loaded.stdout.read()[-3000:]
         _assert_every_row_once(json.loads((tmp_path / "load.json").read_text()), 32)
 
-        restarted = _load(f"http://127.0.0.1:{port}", tmp_path / "restart.json", 8, 20)
+        restarted = _load(f"http://127.0.0.1:{port}", state / JOBS_FILE, tmp_path / "restart.json", 8, 20)
         time.sleep(8)  # the writers are logging
         assert restarted.poll() is None
         _stop(server, state)

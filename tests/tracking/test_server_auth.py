@@ -2,9 +2,9 @@
 server for the module: its secrets owner-only; a second local user, without credentials or with
 an MLflow account of their own, can neither read nor write the owner's runs (401/403) and
 `psql` as the role is refused; the owner's credentials file opens everything; wrong credentials
-stop a grid at load in one line; a job that loses its server trains on and `klrl track-reconcile`
-uploads what its run missed. PostgreSQL from Debian (`make postgresql`); skipped without it,
-unless KLRL_REQUIRE_POSTGRES is set; the second user's test needs root (CI runs as root)."""
+stop a grid at load in one line; rotation gives each account a new password. PostgreSQL from
+Debian (`make postgresql`); skipped without it, unless KLRL_REQUIRE_POSTGRES is set; the second
+user's test needs root (CI runs as root)."""
 
 import base64
 import json
@@ -22,7 +22,7 @@ import pytest
 
 from klrl.grid.config_check import tracking_server_problem
 from klrl.tracking.credentials import read_credentials, write_credentials
-from klrl.tracking.mlflow_accounts import ADMIN_FILE, JOBS_FILE
+from klrl.tracking.mlflow_accounts import ADMIN_FILE, JOBS_FILE, rotate_passwords
 from klrl.tracking.server import client_environment, postgres_bin, tracking_server
 from tracking.test_server import needs_postgres
 
@@ -170,3 +170,17 @@ def test_a_server_without_authentication_serves_loopback_only(tmp_path):
         with tracking_server(tmp_path / "state", host="node1", auth=False):
             pass
     assert not (tmp_path / "state").exists()  # refused before anything was made
+
+
+@needs_postgres
+def test_rotation_gives_each_account_a_new_password_in_its_owner_only_file(server):
+    """Last in the module: the server's passwords change."""
+    address, state = server
+    old = {name: read_credentials(state / name) for name in (JOBS_FILE, ADMIN_FILE)}
+    rotate_passwords(state, address)
+    for name, (username, password) in old.items():
+        new = read_credentials(state / name)
+        assert new[0] == username and new[1] != password and len(new[1]) == 32
+        assert stat.S_IMODE((state / name).stat().st_mode) == 0o600
+        assert _rest(address, "GET", "mlflow/users/get", {"username": username}, new) == 200
+    assert not list(state.glob("*.new"))

@@ -104,9 +104,12 @@ def rotate_passwords(state: Path, address: str) -> None:
     admin = read_credentials(Path(state) / ADMIN_FILE)
     for name in (JOBS_FILE, ADMIN_FILE):
         path = Path(state) / name
-        username, _ = read_credentials(path)
+        username, current = read_credentials(path)
         password = generate_password()
-        _call(address, admin, "PATCH", "update-password", {"username": username, "password": password})
+        change = {"username": username, "password": password}
+        if username == admin[0]:  # MLflow asks a user changing their own password for the current one
+            change["current_password"] = current
+        _call(address, admin, "PATCH", "update-password", change)
         fresh = path.with_name(path.name + ".new")
         fresh.unlink(missing_ok=True)
         write_credentials(fresh, username, password)
