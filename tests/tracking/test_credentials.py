@@ -1,7 +1,8 @@
 """Credentials files of the tracking server (klrl.tracking.credentials): created owner-only,
 refused in one line when others may read them or when malformed, applied through MLflow's
 client variables, named by KLRL_TRACKING_CREDENTIALS before the config; a server that cannot be
-reached is one line naming the URI and the reason, and a grid stops on it before its runs file."""
+reached is one line naming the URI and the reason, and a grid stops on it at Snakemake's load and
+before its runs file."""
 
 import os
 import stat
@@ -9,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from klrl.tracking.credentials import (
     credentials_path,
@@ -19,6 +21,7 @@ from klrl.tracking.credentials import (
     write_secret,
 )
 from klrl.tracking.mlflow_process import free_port
+from workflow_helpers import copy_workflow, load_config, snakemake
 
 
 def test_a_secret_is_owner_only_from_its_creation_and_never_overwritten(tmp_path):
@@ -92,3 +95,17 @@ def test_track_grid_stops_before_its_runs_file_on_an_unreachable_server_or_an_op
         assert done.returncode != 0 and not (tmp_path / "runs.json").exists()
         (line,) = done.stderr.strip().splitlines()
         assert line.startswith(f"klrl track-grid: error: tracking server {uri}: {reason}"), line
+
+
+def test_snakemake_stops_at_load_in_one_line_when_the_tracking_server_is_unreachable(tmp_path):
+    folder = copy_workflow(tmp_path)
+    config = load_config("test")
+    uri = f"http://127.0.0.1:{free_port()}"
+    config["tracking"] = {"uri": uri, "credentials": str(tmp_path / "jobs.credentials")}
+    write_credentials(tmp_path / "jobs.credentials", "klrl-jobs", "secret-value")
+    (folder / "tracked.yaml").write_text(yaml.safe_dump(config))
+    result = snakemake(folder, "-n", "--configfile", "tracked.yaml")
+    assert result.returncode != 0 and not (folder / "results").exists()
+    assert (result.stdout + result.stderr).strip() == (
+        f"tracking server {uri}: unreachable ([Errno 111] Connection refused)"
+    )
