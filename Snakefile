@@ -5,7 +5,8 @@ import sys
 
 from snakemake.utils import min_version, validate
 
-from klrl.grid.config_check import check_config, named_files, tracking_server_problem
+from klrl.grid.config_check import check_config, named_files
+from klrl.tracking.credentials import tracking_server_problem
 from klrl.grid.snakemake_locks import own_locks, release_stale_locks
 
 min_version("9.0")

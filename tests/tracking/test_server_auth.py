@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from klrl.grid.config_check import tracking_server_problem
-from klrl.tracking.credentials import read_credentials, write_credentials
+from klrl.tracking.credentials import read_credentials, tracking_server_problem, write_credentials
 from klrl.tracking.mlflow_accounts import ADMIN_FILE, JOBS_FILE, rotate_passwords
 from klrl.tracking.server import client_environment, postgres_bin, tracking_server
 from tracking.test_server import needs_postgres

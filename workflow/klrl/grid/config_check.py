@@ -5,9 +5,7 @@ relevant violation as `<config file>: <where>: <what>` (a missing key, a wrong t
 key with the allowed ones, a value with the allowed ones), never the schema or the config
 itself; then the checks across sections that a schema cannot express: every task a group trains
 or evaluates on can be prepared from `data:` (a generated task needs its split sizes there), a
-built model's recipe can be built, and the tracking URI is one MLflow can open
-(`tracking_server_problem`, at the workflow's load: a tracking server answers and accepts the
-credentials). Before any of it,
+built model's recipe can be built, and the tracking URI is one MLflow can open. Before any of it,
 the schema's generated part must be what the code generates (klrl.grid.config_schema: the KL
 configurations and tasks of the registries, TrainConfig's fields): a name or field added to the
 code and not to the schema stops the workflow, naming it. `read_config` reads a config file and checks it, for
@@ -17,7 +15,6 @@ Snakefile checks the config Snakemake has read, before anything else.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from urllib.parse import urlparse
@@ -115,18 +112,6 @@ def tracking_uri_problem(uri: str) -> str:
     if parsed.scheme in ("http", "https") and not parsed.hostname:
         return f"tracking.uri {uri!r}: no host"
     return ""
-
-
-def tracking_server_problem(config: dict) -> str:
-    """Why the grid's jobs could not log to its tracking server (unreachable, or refusing its
-    credentials), in one line naming the URI ('' when they can, or tracking is off or no server)."""
-    from klrl.tracking.credentials import credentials_path, server_problem
-
-    tracking = config.get("tracking") or {}
-    if not tracking.get("enabled", True):
-        return ""
-    uri = os.environ.get("MLFLOW_TRACKING_URI") or tracking.get("uri", "")
-    return server_problem(uri, credentials_path(tracking.get("credentials")))
 
 
 def registry_problem(schema: dict, schema_path: Path) -> str:

@@ -1,6 +1,6 @@
 """Credentials of an authenticated tracking server: generated secrets kept in files only their
 owner reads, the credentials file a grid's jobs authenticate from, and the check at a grid's
-load that its server accepts them.
+load that its server answers and accepts them (`tracking_server_problem`).
 
 A credentials file is MLflow's own format (~/.mlflow/credentials):
 
@@ -118,3 +118,14 @@ def server_problem(uri: str, credentials: Path | None, timeout: float = 60.0) ->
         return f"tracking server {uri}: answered HTTP {error.code} {error.reason}"
     except (urllib.error.URLError, OSError) as error:
         return f"tracking server {uri}: unreachable ({getattr(error, 'reason', error)})"
+
+
+def tracking_server_problem(config: dict) -> str:
+    """Why a workflow config's jobs could not log to its tracking server (unreachable, or refusing
+    its credentials), in one line naming the URI ('' when they can, tracking is off or the store
+    is not a server): the Snakefile's check at load, before any job."""
+    tracking = config.get("tracking") or {}
+    if not tracking.get("enabled", True):
+        return ""
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or tracking.get("uri", "")
+    return server_problem(uri, credentials_path(tracking.get("credentials")))
