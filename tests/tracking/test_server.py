@@ -13,12 +13,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
+from klrl.tracking.credentials import server_problem
 from klrl.tracking.experiment import track_grid
 from klrl.tracking.mlflow_accounts import JOBS_FILE
 from klrl.tracking.mlflow_process import free_port, mlflow_server
@@ -43,7 +43,8 @@ needs_postgres = pytest.mark.skipif(
 
 
 def _start(state: Path, port: int) -> subprocess.Popen:
-    """`python -m klrl tracking-server` in a session of its own, once its server answers."""
+    """`python -m klrl tracking-server` in a session of its own, once its server accepts the jobs'
+    credentials (their file and user are made after the server first answers)."""
     command = [
         sys.executable,
         "-m",
@@ -59,18 +60,14 @@ def _start(state: Path, port: int) -> subprocess.Popen:
     server = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
-    for _ in range(240):
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
-                return server
-        except OSError:
-            if server.poll() is not None:
-                raise RuntimeError(
-                    f"klrl tracking-server exited with {server.returncode}: {server.stdout.read()[-3000:]}"
-                )
-            time.sleep(0.5)
+    for _ in range(480):
+        if not server_problem(f"http://127.0.0.1:{port}", state / JOBS_FILE, timeout=30):
+            return server
+        if server.poll() is not None:
+            raise RuntimeError(f"klrl tracking-server exited with {server.returncode}: {server.stdout.read()[-3000:]}")
+        time.sleep(0.5)
     server.send_signal(signal.SIGINT)
-    raise RuntimeError("klrl tracking-server did not answer within 120 s")
+    raise RuntimeError("klrl tracking-server did not accept its jobs' credentials within 240 s")
 
 
 def _stop(server: subprocess.Popen, state: Path) -> None:
@@ -130,7 +127,7 @@ def test_32_writer_processes_lose_nothing_and_survive_a_restart_of_the_server(st
     server = _start(state, port)
     try:
         loaded = _load(f"http://127.0.0.1:{port}", state / JOBS_FILE, tmp_path / "load.json", 32, 8)
-        assert loaded.wait(timeout=300) == 0, loaded.stdout.read()[-3000:]
+        assert loaded.wait(timeout=600) == 0, loaded.stdout.read()[-3000:]
         _assert_every_row_once(json.loads((tmp_path / "load.json").read_text()), 32)
 
         restarted = _load(f"http://127.0.0.1:{port}", state / JOBS_FILE, tmp_path / "restart.json", 8, 20)
@@ -138,7 +135,7 @@ def test_32_writer_processes_lose_nothing_and_survive_a_restart_of_the_server(st
         assert restarted.poll() is None
         _stop(server, state)
         server = _start(state, port)
-        assert restarted.wait(timeout=400) == 0, restarted.stdout.read()[-3000:]
+        assert restarted.wait(timeout=600) == 0, restarted.stdout.read()[-3000:]
         _assert_every_row_once(json.loads((tmp_path / "restart.json").read_text()), 8)
     finally:
         _stop(server, state)
