@@ -6,6 +6,7 @@ import sys
 from snakemake.utils import min_version, validate
 
 from klrl.grid.config_check import check_config, named_files
+from klrl.tracking.credentials import tracking_server_problem
 from klrl.grid.snakemake_locks import own_locks, release_stale_locks
 
 min_version("9.0")
@@ -32,6 +33,10 @@ try:
 except ValueError as error:
     sys.exit(str(error))
 validate(config, "workflow/schemas/config.schema.yaml")
+# A tracking server that is unreachable or refuses the grid's credentials stops it here, in one
+# line naming the URI, before any job starts.
+if workflow.is_main_process and (problem := tracking_server_problem(config)):
+    sys.exit(problem)
 
 
 report: "workflow/report/workflow.rst"

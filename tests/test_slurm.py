@@ -1,7 +1,8 @@
 """.test/config/test.yaml through profiles/slurm on a one-node SLURM cluster that tests/slurm/cluster.sh
 starts (as root; skipped elsewhere), every job logging to MLflow through a tracking server on
-PostgreSQL (klrl.tracking.server): every job submitted by sbatch with its config's resources,
-the tables equal to a local run's, a GPU request rendered as the plugin's --gpus, and a train job
+PostgreSQL with passwords (klrl.tracking.server), as the grid's jobs user: every job submitted by
+sbatch with its config's resources, no password in anything the grid wrote (files, logs, MLflow
+params, tags and artifacts) nor in the process list while it ran, the tables equal to a local run's, a GPU request rendered as the plugin's --gpus, and a train job
 killed with scancel resubmitted and resumed from its checkpoint while the node is drained, in one
 MLflow run whose metrics continue across the resume."""
 
@@ -22,6 +23,8 @@ from mlflow.tracking import MlflowClient
 from klrl.grid.expansion import eval_job_resources, expand_grid, job_resources
 from klrl.core.paths import RUN_RECORD, WORKFLOW_FILES
 from klrl.tracking.runs import KEY_TAG
+from klrl.tracking.credentials import read_credentials
+from klrl.tracking.mlflow_accounts import ADMIN_FILE, JOBS_FILE
 from klrl.tracking.server import postgres_bin, tracking_server
 from klrl.training.checkpoint import checkpoint_folders
 
@@ -57,9 +60,10 @@ def cluster(tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="module")
-def tracking_uri(cluster) -> str:
-    """The address of an MLflow tracking server on PostgreSQL that every job logs to; its folder
-    under /tmp (as root PostgreSQL runs as `postgres`, which must reach it)."""
+def tracking(cluster) -> dict:
+    """The `tracking` section of an authenticated MLflow tracking server on PostgreSQL that every
+    job logs to (its uri and the jobs' credentials file), and its STATE; under /tmp (as root
+    PostgreSQL runs as `postgres`, which must reach it)."""
     try:
         postgres_bin()
     except OSError as missing:
@@ -68,7 +72,7 @@ def tracking_uri(cluster) -> str:
     folder.chmod(0o755)
     try:
         with tracking_server(folder / "state", workers=2) as address:
-            yield address
+            yield {"uri": address, "credentials": str(folder / "state" / JOBS_FILE), "state": folder / "state"}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -106,14 +110,62 @@ def _table(folder: Path, name: str) -> pd.DataFrame:
     return pd.read_csv(folder / _outputs(folder) / "tables" / name)
 
 
+def _section(tracking: dict) -> dict:
+    return {"uri": tracking["uri"], "credentials": tracking["credentials"]}
+
+
 @pytest.fixture(scope="module")
-def slurm_run(cluster, tracking_uri, tmp_path_factory) -> Path:
-    """.test/config/test.yaml end to end through profiles/slurm, tracked through the server."""
+def slurm_run(cluster, tracking, tmp_path_factory) -> Path:
+    """.test/config/test.yaml end to end through profiles/slurm, tracked through the server; the
+    command lines of every process, sampled while it runs, in <run>/processes.txt."""
     folder = _copy_workflow(tmp_path_factory.mktemp("slurm-run"))
-    overlay = _overlay(folder, tracking={"uri": tracking_uri})
-    result = _run([str(SNAKEMAKE), "--profile", "profiles/slurm", "--configfile", str(overlay), *FAST], cluster, folder)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+    overlay = _overlay(folder, tracking=_section(tracking))
+    command = [str(SNAKEMAKE), "--profile", "profiles/slurm", "--configfile", str(overlay), *FAST]
+    with (folder / "snakemake.log").open("w") as log:
+        snakemake = subprocess.Popen(command, cwd=folder, env=cluster, stdout=log, stderr=subprocess.STDOUT)
+        with (folder / "processes.txt").open("w") as processes:
+            while snakemake.poll() is None:
+                processes.write(_run(["ps", "-eww", "-o", "args="], cluster).stdout)
+                time.sleep(0.5)
+    assert snakemake.wait(timeout=900) == 0, (folder / "snakemake.log").read_text()[-5000:]
     return folder
+
+
+def _authenticate(monkeypatch, tracking: dict) -> None:
+    """This test's MLflow clients log in as the grid's jobs user."""
+    username, password = read_credentials(Path(tracking["credentials"]))
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", username)
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", password)
+
+
+def _mlflow_texts(tracking: dict, download: Path) -> list[str]:
+    """Every param and tag of every run the jobs' user can see, and the text of every artifact."""
+    client, texts = MlflowClient(tracking["uri"]), []
+    for experiment in client.search_experiments():
+        for run in client.search_runs([experiment.experiment_id]):
+            texts += [f"{key}={value}" for key, value in (run.data.params | run.data.tags).items()]
+            if client.list_artifacts(run.info.run_id):
+                folder = client.download_artifacts(run.info.run_id, "", str(download / run.info.run_id))
+                texts += [path.read_bytes().decode("latin-1") for path in Path(folder).rglob("*") if path.is_file()]
+    return texts
+
+
+@pytest.mark.slow
+def test_no_password_reaches_a_file_a_log_mlflow_or_the_process_list(tracking, slurm_run, tmp_path, monkeypatch):
+    _authenticate(monkeypatch, tracking)
+    state = tracking["state"]
+    passwords = [read_credentials(state / name)[1] for name in (JOBS_FILE, ADMIN_FILE)]
+    passwords.append((state / "postgres.pgpass").read_text().strip().rsplit(":", 1)[1])
+    texts = _mlflow_texts(tracking, tmp_path)
+    assert len(texts) > 20 and any("klrl.key=grid" == text for text in texts)
+    files = [path for path in slurm_run.rglob("*") if path.is_file() and not path.is_symlink()]
+    files += [state / "postgres.log"]
+    assert any(path.suffix == ".log" for path in files)
+    processes = (slurm_run / "processes.txt").read_text()  # the jobs ran while sampled, given the file's path
+    assert "python -m klrl train" in processes and f"--credentials {tracking['credentials']}" in processes
+    for password in passwords:
+        assert not [text for text in texts if password in text]
+        assert not [path for path in files if password.encode() in path.read_bytes()]
 
 
 @pytest.mark.slow
@@ -208,11 +260,13 @@ def _wait(condition, seconds: int, what: str):
 
 
 @pytest.mark.slow
-def test_a_cancelled_train_job_is_resubmitted_and_resumes_through_a_drain(cluster, tracking_uri, slurm_run, tmp_path):
+def test_a_cancelled_train_job_is_resubmitted_and_resumes_through_a_drain(
+    cluster, tracking, slurm_run, tmp_path, monkeypatch
+):
     folder = shutil.copytree(slurm_run, tmp_path / "run", symlinks=True)
     steps = 30
     # Other steps than the grid's run: a new attempt of the cell, in a new MLflow run
-    overlay = _overlay(folder, train={"steps": steps, "checkpoint_every": 1}, tracking={"uri": tracking_uri})
+    overlay = _overlay(folder, train={"steps": steps, "checkpoint_every": 1}, tracking=_section(tracking))
     cell = next(iter(expand_grid(yaml.safe_load(overlay.read_text())).values()))
     target = _outputs(folder) / "cells" / cell.id / "train" / "status.json"
     train = folder / target.parent
@@ -261,7 +315,8 @@ def test_a_cancelled_train_job_is_resubmitted_and_resumes_through_a_drain(cluste
         (folder / ".snakemake" / "slurm_logs" / "rule_train").rglob(f"{first}.log")
     )  # a failed job's SLURM log is kept
     # MLflow: the grid's run superseded by this attempt's, one run across the cancel, each step once
-    record, client = json.loads((train / RUN_RECORD).read_text()), MlflowClient(tracking_uri)
+    _authenticate(monkeypatch, tracking)
+    record, client = json.loads((train / RUN_RECORD).read_text()), MlflowClient(tracking["uri"])
     runs = {
         run.info.run_id: run for run in client.search_runs([record["experiment_id"]], f"tags.`{KEY_TAG}` = '{cell.id}'")
     }

@@ -123,7 +123,8 @@ def tracking_options():
     tracking = config.get("tracking", {})
     if not tracking.get("enabled", True):
         return "--off"
-    return f"--uri {shlex.quote(tracking.get('uri', 'sqlite:///results/mlflow.db'))}"
+    uri = f"--uri {shlex.quote(tracking.get('uri', 'sqlite:///results/mlflow.db'))}"
+    return uri + (f" --credentials {shlex.quote(tracking['credentials'])}" if tracking.get("credentials") else "")
 
 
 def unknown_cell(wildcards):

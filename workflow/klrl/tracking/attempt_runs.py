@@ -17,6 +17,7 @@ from pathlib import Path
 
 from klrl.core.files import write_atomic
 from klrl.core.paths import RUN_RECORD
+from klrl.tracking.credentials import credentials_path, use_credentials
 from klrl.tracking.runs import KEY_TAG, Tracker, read_runs_file, run_tags, source_commit
 from klrl.training.attempt import SUPERSEDED, attempt_id
 from klrl.training.config import TrainConfig
@@ -106,7 +107,10 @@ def _mark_superseded(client, old_id: str, new_id: str, key: str, number: int) ->
 
 
 def add_tracking_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--mlflow-run-id", help="log into this MLflow run (MLFLOW_TRACKING_URI names the store)")
+    parser.add_argument(
+        "--mlflow-run-id",
+        help="log into this MLflow run (MLFLOW_TRACKING_URI names the store, KLRL_TRACKING_CREDENTIALS its credentials)",
+    )
     parser.add_argument("--mlflow-runs", type=Path, help="a grid's runs file (klrl track-grid); with --mlflow-key")
     parser.add_argument("--mlflow-key", help="this job's run in --mlflow-runs: a cell id or base/<model>")
 
@@ -122,4 +126,6 @@ def tracker_from_args(args: argparse.Namespace, cell_folder: Path | None = None)
         if cell_folder is not None and tracker.run_id:
             tracker.run_id = recorded_run(cell_folder, read_runs_file(args.mlflow_runs)) or tracker.run_id
         return tracker
+    if args.mlflow_run_id:
+        use_credentials(credentials_path(None))  # KLRL_TRACKING_CREDENTIALS, when set
     return Tracker(args.mlflow_run_id)

@@ -15,7 +15,9 @@ attempts' runs left out: klrl.tracking.attempt_runs) are kept, so re-running aft
 adds only the new cells' runs.
 
 The store is MLFLOW_TRACKING_URI when set, else the config's `tracking.uri`; artifacts of a
-new experiment go under results/mlartifacts/<experiment>. With tracking off the runs file
+new experiment go under results/mlartifacts/<experiment>. An authenticated server's credentials
+file (KLRL_TRACKING_CREDENTIALS, else `tracking.credentials`) is named in the runs file, by its
+path alone: every job that reads the runs file authenticates with it (klrl.tracking.credentials). With tracking off the runs file
 says so and every job's tracker is a no-op.
 """
 
@@ -25,6 +27,7 @@ import json
 from pathlib import Path
 
 from klrl.core.files import write_atomic
+from klrl.tracking.credentials import use_credentials
 from klrl.tracking.runs import KEY_TAG, run_tags, source_commit
 
 EXPERIMENT_PREFIX = "klrl-"
@@ -66,12 +69,22 @@ def _existing_runs(client, experiment_id: str) -> dict[str, str]:
             return runs
 
 
-def track_grid(experiment: str, uri: str | None, keys: list[str], out: Path, groups: dict[str, str]) -> dict:
-    """Create what is missing; write and return the runs file {tracking_uri, experiment_id, runs}."""
+def track_grid(
+    experiment: str,
+    uri: str | None,
+    keys: list[str],
+    out: Path,
+    groups: dict[str, str],
+    credentials: Path | None = None,
+) -> dict:
+    """Create what is missing, authenticated by the credentials file `credentials` when given;
+    write and return the runs file {tracking_uri, experiment_id, runs, credentials}."""
     if not uri:
-        record = {"tracking_uri": None, "experiment_id": None, "runs": {}}
+        record = {"tracking_uri": None, "experiment_id": None, "runs": {}, "credentials": None}
     else:
         from mlflow.tracking import MlflowClient
+
+        use_credentials(credentials)
 
         if uri.startswith("sqlite:///"):
             Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
@@ -90,7 +103,12 @@ def track_grid(experiment: str, uri: str | None, keys: list[str], out: Path, gro
                     tags["group"] = groups[key]
                 runs[key] = client.create_run(experiment_id, run_name=key, tags=tags).info.run_id
                 client.update_run(runs[key], status="SCHEDULED")  # RUNNING once its job starts
-        record = {"tracking_uri": uri, "experiment_id": experiment_id, "runs": runs}
+        record = {
+            "tracking_uri": uri,
+            "experiment_id": experiment_id,
+            "runs": runs,
+            "credentials": str(credentials) if credentials else None,
+        }
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out, json.dumps(record, indent=2) + "\n")
     return record

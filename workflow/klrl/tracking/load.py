@@ -38,7 +38,8 @@ def _setup(uri: str, writers: int, artifacts: Path, answer) -> None:
 
 
 def _write(uri: str, run_id: str, index: int, seconds: float, artifact_every: int, folder: Path, answer) -> None:
-    """One writer: what it logged, as the Tracker confirmed it (a call that raised is not counted)."""
+    """One writer: the steps and files it logged (a call that raised is not counted; one the
+    Tracker could not deliver is, and the writer counts as failed)."""
     from klrl.tracking.runs import Tracker
 
     steps, files, error = 0, [], None
@@ -54,6 +55,8 @@ def _write(uri: str, run_id: str, index: int, seconds: float, artifact_every: in
                 path.write_text(f"writer {index} step {steps}\n")
                 tracker.log_artifact(path, ARTIFACTS)
                 files.append(path.name)
+        if tracker.lost:  # the Tracker stopped logging, with one line on stderr
+            error = "the Tracker lost the server"
     except Exception as failure:  # reported, counted as a failed writer
         error = f"{type(failure).__name__}: {str(failure).strip().splitlines()[0] if str(failure).strip() else ''}"[
             :300

@@ -5,6 +5,8 @@ this verb when it starts and when it ends (the Snakefile's onstart, onsuccess an
 handlers: no job of the workflow runs then). Every RUNNING run of the grid's experiment is
 ended by what its files say:
 - a cell's current attempt (the run recorded in its train folder, klrl.tracking.attempt_runs):
+  first the rows of its metrics.jsonl that the run lacks are uploaded (a job that lost its server
+  went on untracked, klrl.tracking.runs.Tracker; the run stays RUNNING while the upload fails), then
   FINISHED when status.json says completed, FINISHED tagged `klrl.status=diverged` and
   `klrl.diverged_reason` when diverged, KILLED (`klrl.status=killed`) when there is no status,
   SCHEDULED when its job never started (no config.yaml; runs of a store made before
@@ -23,10 +25,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from klrl.core.folder_lock import lock_is_held
-from klrl.core.paths import CONFIG, TRAIN_LOCK, Layout
+from klrl.core.paths import CONFIG, METRICS, TRAIN_LOCK, Layout
 from klrl.tracking.attempt_runs import recorded_run
-from klrl.tracking.runs import KEY_TAG, finish_run, read_runs_file
-from klrl.training.record import read_status
+from klrl.tracking.runs import KEY_TAG, Tracker, finish_run, read_runs_file
+from klrl.training.record import read_metrics, read_status
 
 
 def _end(client, run_id: str, status: str, label: str) -> str:
@@ -35,11 +37,16 @@ def _end(client, run_id: str, status: str, label: str) -> str:
     return label
 
 
-def _reconcile_cell(client, run, folder: Path, current: str) -> str | None:
+def _reconcile_cell(client, run, folder: Path, current: str, uri: str) -> str | None:
     if lock_is_held(folder / TRAIN_LOCK):
         return None
     if run.info.run_id != current:
         return _end(client, run.info.run_id, "KILLED", "abandoned")
+    if (folder / METRICS).exists():  # what a job that lost its server could not log
+        tracker = Tracker(run.info.run_id, uri)
+        tracker.log_history([(record, record["step"]) for record in read_metrics(folder / METRICS)])
+        if tracker.lost:
+            return None  # still RUNNING: the next reconcile uploads the rest
     status = read_status(folder)
     if status is None and not (folder / CONFIG).exists():  # its job never started
         return _end(client, run.info.run_id, "SCHEDULED", "scheduled")
@@ -80,7 +87,8 @@ def reconcile(runs_file: Path, root: Path) -> dict[str, str]:
             )
         else:
             folder = Layout(Path(root)).train(key)
-            outcome = _reconcile_cell(client, run, folder, recorded_run(folder, runs) or runs["runs"].get(key))
+            current = recorded_run(folder, runs) or runs["runs"].get(key)
+            outcome = _reconcile_cell(client, run, folder, current, runs["tracking_uri"])
         if outcome:
             ended[f"{key} ({run.info.run_id})"] = outcome
     return ended

@@ -10,18 +10,25 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 from klrl.grid.expansion import parse_cell_id
+from klrl.tracking.credentials import use_credentials
 
 KEY_TAG = "klrl.key"  # the tag naming a run's cell id, base/<model> or grid
+BATCH = 1000  # the most metrics MLflow takes in one log_batch
 
 
 def read_runs_file(path: Path) -> dict:
-    """A grid's runs file: {tracking_uri (None: tracking off), experiment_id, runs: key → run id}."""
-    return json.loads(Path(path).read_text())
+    """A grid's runs file: {tracking_uri (None: tracking off), experiment_id, runs: key → run id,
+    credentials: the server's credentials file or None}; this process's MLflow clients then
+    authenticate with those credentials (klrl.tracking.credentials.use_credentials)."""
+    runs = json.loads(Path(path).read_text())
+    use_credentials(runs.get("credentials"))
+    return runs
 
 
 def source_commit() -> str | None:
@@ -59,6 +66,11 @@ class Tracker:
 
             self._client = MlflowClient(tracking_uri)
 
+    @property
+    def lost(self) -> bool:
+        """Whether this tracker had a run and lost its server (`_send`)."""
+        return self.run_id is not None and self._client is None
+
     @classmethod
     def from_runs_file(cls, path: Path, key: str) -> Tracker:
         """The run `key` (a cell id, or `base/<model>`) of a grid's runs file (`klrl track-grid`);
@@ -70,11 +82,30 @@ class Tracker:
             raise ValueError(f"{path}: no MLflow run for {key!r}; re-run `klrl track-grid` (the grid changed?)")
         return cls(runs["runs"][key], runs["tracking_uri"])
 
+    def _send(self, call, *args, **options) -> None:
+        """A call of the MLflow client. When one fails past MLflow's own retries (the server is
+        gone, or refuses the credentials), this job's tracking ends with one line on stderr and
+        the job goes on: its files keep every metric, which `klrl track-reconcile` uploads later."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            call(*args, **options)
+        except (MlflowException, OSError) as error:
+            reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
+            print(
+                f"MLflow at {self.tracking_uri} lost ({reason}): this job goes on untracked, its metrics in its"
+                " files (`klrl track-reconcile` uploads them)",
+                file=sys.stderr,
+                flush=True,
+            )
+            self._client = None
+
     def log_params(self, params: dict) -> None:
         if self._client:
             from mlflow.entities import Param
 
-            self._client.log_batch(self.run_id, params=[Param(key, str(value)) for key, value in params.items()])
+            params = [Param(key, str(value)) for key, value in params.items()]
+            self._send(self._client.log_batch, self.run_id, params=params)
 
     def log_metrics(self, metrics: dict, step: int) -> None:
         """The finite values at `step`, in one request; a metric the run already held at that step
@@ -82,20 +113,31 @@ class Tracker:
         resumed from a checkpoint recomputes the steps its killed attempt may have logged after
         it; the resume is exact, so those rows hold the same values (their timings are the killed
         attempt's)."""
-        if self._client:
-            from mlflow.entities import Metric
+        self.log_history([(metrics, step)])
 
-            if self._held is None:
-                self._held = self._logged_points()
-            finite = {
-                k.replace("@", "_at_"): float(v)
-                for k, v in metrics.items()
-                if isinstance(v, (int, float)) and math.isfinite(v)
-            }
-            now_ms = int(time.time() * 1000)  # the wall time of logging: MLflow's charts by time read it
-            batch = [Metric(key, value, now_ms, step) for key, value in finite.items() if (key, step) not in self._held]
-            if batch:
-                self._client.log_batch(self.run_id, metrics=batch)
+    def log_history(self, points: list[tuple[dict, int]]) -> None:
+        """The metrics of each (metrics, step) that the run lacks, as `log_metrics` does, in
+        requests of up to BATCH rows: a job's whole metrics.jsonl once its run missed some."""
+        if self._client and self._held is None:
+            self._send(self._hold_logged_points)
+        if not self._client:
+            return
+        from mlflow.entities import Metric
+
+        now_ms = int(time.time() * 1000)  # the wall time of logging: MLflow's charts by time read it
+        batch = [
+            Metric(key.replace("@", "_at_"), float(value), now_ms, step)
+            for metrics, step in points
+            for key, value in metrics.items()
+            if isinstance(value, (int, float)) and math.isfinite(value)
+        ]
+        batch = [metric for metric in batch if (metric.key, metric.step) not in self._held]
+        for start in range(0, len(batch), BATCH):
+            if self._client:
+                self._send(self._client.log_batch, self.run_id, metrics=batch[start : start + BATCH])
+
+    def _hold_logged_points(self) -> None:
+        self._held = self._logged_points()
 
     def _logged_points(self) -> set[tuple[str, int]]:
         """Each (metric, step) the run holds, MLflow's system metrics aside (one request for a
@@ -126,23 +168,23 @@ class Tracker:
 
     def set_tag(self, key: str, value: str) -> None:
         if self._client:
-            self._client.set_tag(self.run_id, key, value)
+            self._send(self._client.set_tag, self.run_id, key, value)
 
     def finish(self, status: str = "completed", reason: str = "") -> None:
         """End the run: FINISHED, tagged `klrl.status` (completed or diverged) and, when
         diverged, `klrl.diverged_reason` (a diverged cell is a result, not a failure); later
         jobs may still log into it."""
         if self._client:
-            finish_run(self._client, self.run_id, status, reason)
+            self._send(finish_run, self._client, self.run_id, status, reason)
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
         """A file, or a folder and everything in it, under `artifact_path` in the run."""
         if self._client:
             if Path(path).is_dir():
                 folder = f"{artifact_path}/{Path(path).name}" if artifact_path else Path(path).name
-                self._client.log_artifacts(self.run_id, str(path), folder)
+                self._send(self._client.log_artifacts, self.run_id, str(path), folder)
             else:
-                self._client.log_artifact(self.run_id, str(path), artifact_path)
+                self._send(self._client.log_artifact, self.run_id, str(path), artifact_path)
 
 
 def finish_run(client, run_id: str, status: str, reason: str = "") -> None:

@@ -10,6 +10,15 @@ so jobs on other nodes need no shared folder). It prints the `tracking.uri` to p
 and runs until Ctrl-C, which stops both. As root, PostgreSQL runs as the `postgres` user (it
 refuses root), so STATE must be a folder that user can reach. The tests start the same pair
 with `tracking_server` and stop it by process group.
+
+PostgreSQL admits the role `klrl` with its password only (scram-sha-256, on 127.0.0.1 and its
+socket in its data folder), the password generated at the first start into STATE/postgres.pgpass
+(mode 0600, libpq's password file, handed to the server's clients in PGPASSFILE). `mlflow server`
+runs MLflow's basic-auth app with an administrator and a user for the grid's jobs
+(klrl.tracking.mlflow_accounts), their passwords in STATE/admin.credentials and
+STATE/jobs.credentials (0600): the file a grid names in `tracking.credentials`. Without
+authentication (`auth=False`, the unauthenticated side of a load comparison) it serves 127.0.0.1
+only. docs/cluster.md: the server on a login node for compute nodes.
 """
 
 from __future__ import annotations
@@ -20,9 +29,12 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
+from klrl.tracking.credentials import generate_password, write_secret
+from klrl.tracking.mlflow_accounts import auth_environment, ensure_jobs_user, rotate_passwords
 from klrl.tracking.mlflow_process import free_port, mlflow_server, stop_group
 
 DATABASE = "mlflow"
@@ -59,9 +71,21 @@ def _run_as(user: str | None, command: list[str], **options) -> subprocess.Compl
     return done
 
 
-def _init_cluster(data: Path, user: str | None) -> None:
-    """A database cluster in `data` the first time (trust authentication on loopback only)."""
+def _password_file(state: Path) -> Path:
+    """STATE/postgres.pgpass: the role's password for libpq (created with the cluster)."""
+    return state / "postgres.pgpass"
+
+
+def _init_cluster(state: Path, data: Path, user: str | None) -> None:
+    """A database cluster in `data` the first time: the role's password generated into its
+    libpq password file (0600) and handed to initdb on its standard input; every connection
+    authenticated by it (scram-sha-256)."""
     if (data / "PG_VERSION").exists():
+        if not _password_file(state).exists():
+            raise OSError(
+                f"{data}: a database made without a password (or {_password_file(state)} was removed);"
+                " move STATE aside to start a new one"
+            )
         return
     data.mkdir(parents=True, exist_ok=True)
     if user:
@@ -69,17 +93,29 @@ def _init_cluster(data: Path, user: str | None) -> None:
         probe = subprocess.run(["test", "-w", str(data)], user=user)
         if probe.returncode:
             raise OSError(f"{data}: the postgres user cannot write there (a parent folder closed to others?)")
-    _run_as(user, [str(postgres_bin() / "initdb"), "-D", str(data), "-U", ROLE, "--auth=trust", "-E", "UTF8"])
+    password = generate_password()
+    scratch = Path(tempfile.mkdtemp(dir=state))  # 0700: initdb reads the password from a file of its user's
+    try:
+        write_secret(scratch / "password", password + "\n")
+        if user:
+            for path in (scratch, scratch / "password"):
+                shutil.chown(path, user, user)
+        initdb = [str(postgres_bin() / "initdb"), "-D", str(data), "-U", ROLE, f"--pwfile={scratch / 'password'}"]
+        _run_as(user, initdb + ["--auth-host=scram-sha-256", "--auth-local=scram-sha-256", "-E", "UTF8"])
+    finally:
+        shutil.rmtree(scratch)
+    write_secret(_password_file(state), f"127.0.0.1:*:*:{ROLE}:{password}\n")
 
 
 @contextlib.contextmanager
 def postgres(state: Path, port: int | None = None, connections: int = 100):
     """PostgreSQL on 127.0.0.1:`port` (a free one by default) over STATE/postgres, admitting
-    `connections` at once, its database `mlflow` created; yields its SQLAlchemy URI, stopped
-    (fast shutdown) when the block ends."""
+    `connections` at once, its database `mlflow` created; yields its SQLAlchemy URI (no
+    password: clients read it from PGPASSFILE, `client_environment`), stopped (fast shutdown)
+    when the block ends."""
     state, user = Path(state).resolve(), _server_user()
     data, port = state / "postgres", port or free_port()
-    _init_cluster(data, user)
+    _init_cluster(state, data, user)
     command = [
         str(postgres_bin() / "postgres"),
         "-D",
@@ -96,6 +132,7 @@ def postgres(state: Path, port: int | None = None, connections: int = 100):
     log = open(state / "postgres.log", "ab")
     server = subprocess.Popen(command, user=user, stdout=log, stderr=log, start_new_session=True)
     log.close()
+    client = {**os.environ, **client_environment(state)}
     try:
         ready = [str(postgres_bin() / "pg_isready"), "-h", "127.0.0.1", "-p", str(port), "-U", ROLE, "-d", "postgres"]
         for _ in range(120):
@@ -107,24 +144,57 @@ def postgres(state: Path, port: int | None = None, connections: int = 100):
         else:
             raise RuntimeError("postgres did not accept connections within 60 s")
         psql = [str(postgres_bin() / "psql"), "-h", "127.0.0.1", "-p", str(port), "-U", ROLE, "-d", "postgres", "-tAc"]
-        if not _run_as(None, psql + [f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'"]).stdout.strip():
-            _run_as(None, psql + [f"CREATE DATABASE {DATABASE}"])
+        if not _run_as(
+            None, psql + [f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'"], env=client
+        ).stdout.strip():
+            _run_as(None, psql + [f"CREATE DATABASE {DATABASE}"], env=client)
         yield f"postgresql://{ROLE}@127.0.0.1:{port}/{DATABASE}"
     finally:
         stop_group(server, signal.SIGINT)  # SIGINT: PostgreSQL's fast shutdown
 
 
+def client_environment(state: Path) -> dict[str, str]:
+    """What a client of the database (psql, `mlflow server`) needs to authenticate: libpq's password file."""
+    return {"PGPASSFILE": str(_password_file(Path(state).resolve()))}
+
+
+def loopback(host: str) -> bool:
+    """Whether `host` is this machine's loopback alone (127.0.0.0/8, ::1, localhost)."""
+    return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
 @contextlib.contextmanager
-def tracking_server(state: Path, host: str = "127.0.0.1", port: int | None = None, workers: int = 4):
-    """PostgreSQL and `mlflow server` over it (artifacts under STATE/artifacts, served over HTTP);
-    yields the server's address, its `tracking.uri`."""
+def tracking_server(
+    state: Path,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    workers: int = 4,
+    auth: bool = True,
+    rotate: bool = False,
+):
+    """PostgreSQL and `mlflow server` over it (artifacts under STATE/artifacts, served over HTTP),
+    with MLflow's authentication (`auth`; required off loopback) and, with `rotate`, new
+    passwords for its accounts; yields the server's address, its `tracking.uri`."""
+    if not auth and not loopback(host):
+        raise ValueError(f"--host {host}: a server reachable from other machines requires authentication")
     state = Path(state).resolve()
-    (state / "artifacts").mkdir(parents=True, exist_ok=True)
-    pool = {
+    state.mkdir(parents=True, exist_ok=True)
+    state.chmod(0o711 if _server_user() else 0o700)  # PostgreSQL's user, as root, must reach STATE/postgres
+    (state / "artifacts").mkdir(exist_ok=True)
+    (state / "artifacts").chmod(0o700)
+    environment = {
         "MLFLOW_SQLALCHEMYSTORE_POOL_SIZE": str(REQUEST_THREADS),
         "MLFLOW_SQLALCHEMYSTORE_MAX_OVERFLOW": str(POOL_OVERFLOW),
+        **client_environment(state),
     }
+    options = ["--workers", str(workers), "--artifacts-destination", str(state / "artifacts")]
+    if auth:
+        environment |= auth_environment(state)
+        options += ["--app-name", "basic-auth"]
     with postgres(state, connections=workers * (REQUEST_THREADS + POOL_OVERFLOW) + SPARE_CONNECTIONS) as database:
-        options = ("--workers", str(workers), "--artifacts-destination", str(state / "artifacts"))
-        with mlflow_server(database, state, *options, host=host, port=port, env=pool) as address:
+        with mlflow_server(database, state, *options, host=host, port=port, env=environment) as address:
+            if auth:
+                ensure_jobs_user(state, address)
+                if rotate:
+                    rotate_passwords(state, address)
             yield address

@@ -17,11 +17,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="how long each writer logs")
     parser.add_argument("--artifact-every", type=int, default=10, help="a file every this many steps")
     parser.add_argument("--report", type=Path, help="write the figures here as JSON")
+    parser.add_argument(
+        "--credentials", type=Path, help="an authenticated server's credentials file (klrl tracking-server's STATE)"
+    )
 
 
 def run(args: argparse.Namespace) -> None:
+    from klrl.tracking.credentials import use_credentials
     from klrl.tracking.load import load
 
+    use_credentials(args.credentials)  # the writers, forked, inherit it
     if not (args.uri.startswith(("http://", "https://", "sqlite:///"))):
         raise ValueError(f"--uri {args.uri!r}: a tracking server (http://...) or a SQLite store (sqlite:///...)")
     figures = load(args.uri, args.writers, args.seconds, args.artifact_every)

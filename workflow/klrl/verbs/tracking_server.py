@@ -22,16 +22,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--port", type=int, default=5001)
     parser.add_argument("--workers", type=int, default=4, help="the server's worker processes")
+    parser.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="MLflow without authentication (127.0.0.1 only): anyone who reaches the port reads and writes every run",
+    )
+    parser.add_argument(
+        "--rotate-credentials",
+        action="store_true",
+        help="new passwords for the MLflow accounts, written over STATE/*.credentials (no grid may be running)",
+    )
 
 
 def run(args: argparse.Namespace) -> None:
+    from klrl.tracking.mlflow_accounts import JOBS_FILE
     from klrl.tracking.mlflow_process import stop_on_signals
     from klrl.tracking.server import tracking_server
 
     stop_on_signals()
-    with tracking_server(args.state, args.host, args.port, args.workers) as address:
+    auth, rotate = not args.no_auth, args.rotate_credentials
+    with tracking_server(args.state, args.host, args.port, args.workers, auth, rotate) as address:
+        credentials = f", tracking.credentials: {(args.state / JOBS_FILE).resolve()}" if auth else ""
         print(
-            f"MLflow tracking server on PostgreSQL: in a config, tracking.uri: {address} (Ctrl-C or kill stops it)",
+            f"MLflow tracking server on PostgreSQL: in a config, tracking.uri: {address}{credentials}"
+            " (Ctrl-C or kill stops it)",
             flush=True,
         )
         signal.pause()
