@@ -54,9 +54,11 @@ test:
 
 # Disk a `make test` from nothing takes (measured on a fresh clone): its four venvs about 18 GiB
 # (.venv 2.5, .venv-vllm 3.2, .venv-py3.12 and .venv-py3.13 6.2 each: PyPI's torch for 3.12 and
-# 3.13 is the CUDA build) and the suite's temporary files up to 6 GiB. Less free space is said
-# first, in one line, since the suite would otherwise stop midway on "No space left on device".
-DISK_NEEDED_GIB := 25
+# 3.13 is the CUDA build), the two audit venvs 2.7 GiB (.venv-audit-verl 1.5, .venv-audit-openrlhf
+# 1.2: du -sh after `make .venv-audit-verl/.installed .venv-audit-openrlhf/.installed` in a copy of
+# the checkout) and the suite's temporary files up to 6 GiB. Less free space is said first, in one
+# line, since the suite would otherwise stop midway on "No space left on device".
+DISK_NEEDED_GIB := 28
 warn_disk = free=$$(df -Pk $(1) | awk 'NR == 2 {print int($$4 / 1048576)}'); \
 	test "$$free" -ge $(DISK_NEEDED_GIB) || echo "make test: only $$free GiB free for $(1); a run from nothing needs about $(DISK_NEEDED_GIB) GiB" >&2
 
@@ -154,7 +156,8 @@ test-vllm: $(VLLM_STAMP)
 # --no-deps beside the project's torch (CPU build); deepspeed is built from its source
 # distribution without its CUDA ops; flash-attn, CUDA only, is the empty envs/flash_attn_stub,
 # which tests/audit/test_openrlhf.py shows the audited code never calls. klrl itself comes from
-# the checkout (PYTHONPATH=workflow): its audit needs torch alone.
+# the checkout (PYTHONPATH=workflow): its audit needs torch alone. torch 2.13.0+cpu is on PyTorch's
+# CPU index, as for the vLLM venv (PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu).
 AUDIT_LIBRARIES := verl openrlhf
 AUDIT_STAMPS := $(AUDIT_LIBRARIES:%=.venv-audit-%/.installed)
 FLASH_ATTN_STUB := $(wildcard envs/flash_attn_stub/flash_attn/*.py envs/flash_attn_stub/flash_attn/*/*.py)

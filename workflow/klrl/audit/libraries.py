@@ -28,7 +28,7 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 # Why each library has no adapter: checked against PyPI (versions as of the check) and the
 # project's pins (requirements/constraints.txt).
 NOT_AUDITED = {
-    "NeMo-RL": "nemo-rl is not on PyPI; installed from its repository, which pins CUDA builds of torch, vLLM and Megatron-LM",
+    "NeMo-RL": "nemo-rl on PyPI is a 0.0.0 placeholder without code (its summary says so); the library installs from its repository only",
     "SkyRL": "skyrl-train is not on the package index this project installs from (skyrl ≤ 0.3.0 only, the generic API)",
     "slime": "not on PyPI (the PyPI name 'slime' is an unrelated statistics package); installed from its repository with Megatron-LM and SGLang",
     "open-instruct": "not on PyPI; installed from its repository, which pins its own torch, vLLM and flash-attn",
