@@ -54,7 +54,7 @@ test:
 
 # Disk a `make test` from nothing takes (measured on a fresh clone): its four venvs about 18 GiB
 # (.venv 2.5, .venv-vllm 3.2, .venv-py3.12 and .venv-py3.13 6.2 each: PyPI's torch for 3.12 and
-# 3.13 is the CUDA build), the two audit venvs 2.7 GiB (.venv-audit-verl 1.5, .venv-audit-openrlhf
+# 3.13 is the CUDA build), the two audit venvs 2.9 GiB (.venv-audit-verl 1.7, .venv-audit-openrlhf
 # 1.2: du -sh after `make .venv-audit-verl/.installed .venv-audit-openrlhf/.installed` in a copy of
 # the checkout) and the suite's temporary files up to 6 GiB. Less free space is said first, in one
 # line, since the suite would otherwise stop midway on "No space left on device".

@@ -4,7 +4,7 @@ the reason in one line.
 
 A library with an environment of its own is audited there: `library_rows` runs
 `python -m klrl.audit.worker` with that environment's interpreter and this checkout's klrl on
-its path, and reads back its rows (JSON on stdout).
+its path, and reads back its rows (a JSON file: the libraries print to stdout as they import).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from klrl.audit.gradients import AuditSetting, audit_rows
@@ -67,10 +68,12 @@ def library_rows(library: str, vocab: int, horizon: int, seed: int) -> list[dict
     python = REPO_ROOT / environment / "bin" / "python"
     if not python.exists():
         raise ValueError(f"{library}'s audit environment {environment} is missing: run `{_target(library)}`")
-    command = [str(python), "-m", "klrl.audit.worker", library, str(vocab), str(horizon), str(seed)]
-    env = os.environ | {"PYTHONPATH": str(REPO_ROOT / "workflow")}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ValueError(f"{library}'s audit in {environment} failed: {last}")
-    return json.loads(done.stdout)
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "rows.json"
+        command = [str(python), "-m", "klrl.audit.worker", library, str(vocab), str(horizon), str(seed), str(out)]
+        env = os.environ | {"PYTHONPATH": str(REPO_ROOT / "workflow")}
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise ValueError(f"{library}'s audit in {environment} failed: {last}")
+        return json.loads(out.read_text())
