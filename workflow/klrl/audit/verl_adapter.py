@@ -14,7 +14,7 @@
   with `norm_adv_by_std_in_grpo=False`) and the same `ppo_loss` without the KL loss: the PPO
   ratio πθ/μ with μ the trainer's old log-probs.
 - Rollout correction (`algorithm.rollout_correction.rollout_is=sequence`): the sequence-level
-  weight e→μ of the rollout's log-probs, computed by verl's own helper, passed to `ppo_loss` as
+  weight e→μ of the rollout's log-probs, computed by verl's `compute_rollout_correction_weights`, passed to `ppo_loss` as
   `rollout_is_weights` (verl applies it to the policy term only).
 """
 
