@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install gpu-env lint format test test-fast test-pythons test-vllm vllm-env run cells readme-figures readme-results publish-results readme-screenshots ui browser postgresql tracking-server clean bench bench-trl bench-trl-long bench-sampling bench-dag bench-grid bench-eval bench-grading bench-tests
+.PHONY: install gpu-env lint format test test-fast test-pythons test-vllm vllm-env audit-env test-audit run cells readme-figures readme-results publish-results readme-screenshots ui browser postgresql tracking-server clean bench bench-trl bench-trl-long bench-sampling bench-dag bench-grid bench-eval bench-grading bench-tests
 
 install: $(STAMP)
 
@@ -47,6 +47,7 @@ WORKERS := -n 2 --dist loadfile --no-loadscope-reorder
 # failing fails the target. Each suite ends with its slowest tests (DURATIONS) and its wall time,
 # so that every log says where the time went.
 VLLM_LOG := results/test-vllm.log
+AUDIT_LOG := results/test-audit.log
 PYTHONS_LOG := results/build-pythons.log
 DURATIONS := --durations=15
 # $(call elapsed,START): the wall time since START (a `date +%s`), as "M min S s".
@@ -54,23 +55,27 @@ elapsed = $$(( ($$(date +%s) - $(1)) / 60 )) min $$(( ($$(date +%s) - $(1)) % 60
 
 test:
 	@$(call warn_disk,.) && $(call warn_disk,$${TMPDIR:-/tmp})
-	$(MAKE) --jobs 3 $(STAMP) $(VLLM_STAMP) browser postgresql
+	$(MAKE) --jobs 3 $(STAMP) $(VLLM_STAMP) $(AUDIT_STAMPS) browser postgresql
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory --jobs 1 $(PYTHONS_STAMPS) > $(PYTHONS_LOG) 2>&1 & pythons=$$!; \
-	$(MAKE) --no-print-directory test-vllm > $(VLLM_LOG) 2>&1 & vllm=$$!; \
+	{ $(MAKE) --no-print-directory test-vllm > $(VLLM_LOG) 2>&1; vllm=$$?; \
+	  $(MAKE) --no-print-directory test-audit > $(AUDIT_LOG) 2>&1; audit=$$?; exit $$((vllm | audit)); } & side=$$!; \
 	start=$$(date +%s); $(BIN)/python -m pytest -m "not gpu" $(WORKERS) $(DURATIONS); main=$$?; \
 	echo "--- the main suite took $(call elapsed,$$start)"; \
-	wait $$vllm; vllm=$$?; \
+	wait $$side; side=$$?; \
 	echo "--- the vLLM suite (make test-vllm, beside the main suite):"; cat $(VLLM_LOG); \
+	echo "--- the verl and OpenRLHF audits (make test-audit, after it):"; cat $(AUDIT_LOG); \
 	wait $$pythons; echo "--- the venvs of Python $(PYTHONS) (built beside the main suite):"; cat $(PYTHONS_LOG); \
 	$(MAKE) --no-print-directory test-pythons; pythons=$$?; \
-	test $$main = 0 && test $$vllm = 0 && test $$pythons = 0
+	test $$main = 0 && test $$side = 0 && test $$pythons = 0
 
 # Disk a `make test` from nothing takes (measured on a fresh clone): its four venvs about 18 GiB
 # (.venv 2.5, .venv-vllm 3.2, .venv-py3.12 and .venv-py3.13 6.2 each: PyPI's torch for 3.12 and
-# 3.13 is the CUDA build) and the suite's temporary files up to 6 GiB. Less free space is said
-# first, in one line, since the suite would otherwise stop midway on "No space left on device".
-DISK_NEEDED_GIB := 25
+# 3.13 is the CUDA build), the two audit venvs 2.9 GiB (.venv-audit-verl 1.7, .venv-audit-openrlhf
+# 1.2: du -sh after `make .venv-audit-verl/.installed .venv-audit-openrlhf/.installed` in a copy of
+# the checkout) and the suite's temporary files up to 6 GiB. Less free space is said first, in one
+# line, since the suite would otherwise stop midway on "No space left on device".
+DISK_NEEDED_GIB := 28
 warn_disk = free=$$(df -Pk $(1) | awk 'NR == 2 {print int($$4 / 1048576)}'); \
 	test "$$free" -ge $(DISK_NEEDED_GIB) || echo "make test: only $$free GiB free for $(1); a run from nothing needs about $(DISK_NEEDED_GIB) GiB" >&2
 
@@ -161,6 +166,40 @@ test-vllm: $(VLLM_STAMP)
 	@start=$$(date +%s); \
 	KLRL_REQUIRE_VLLM=1 $(VLLM_VENV)/bin/python -m pytest -o addopts=--strict-markers -m vllm $(DURATIONS) tests/test_vllm.py; \
 	status=$$?; echo "--- the vLLM suite took $(call elapsed,$$start)"; exit $$status
+
+# The audited libraries' KL code (`klrl audit --library verl|openrlhf`), each in a venv of its own
+# (.venv-audit-verl, .venv-audit-openrlhf): their pins clash with the project's and with each
+# other's. Every package is pinned in requirements/audit-<library>.txt and installed with
+# --no-deps beside the project's torch (CPU build); deepspeed is built from its source
+# distribution without its CUDA ops; flash-attn, CUDA only, is the empty envs/flash_attn_stub,
+# which tests/audit/test_openrlhf.py shows the audited code never calls. klrl itself comes from
+# the checkout (PYTHONPATH=workflow): its audit needs torch alone. torch 2.13.0+cpu is on PyTorch's
+# CPU index, as for the vLLM venv (PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu).
+AUDIT_LIBRARIES := verl openrlhf
+AUDIT_STAMPS := $(AUDIT_LIBRARIES:%=.venv-audit-%/.installed)
+FLASH_ATTN_STUB := $(wildcard envs/flash_attn_stub/flash_attn/*.py envs/flash_attn_stub/flash_attn/*/*.py)
+LIBRARY ?= verl
+
+audit-env:
+	@case " $(AUDIT_LIBRARIES) " in *" $(LIBRARY) "*) ;; *) echo "LIBRARY=$(LIBRARY) is not one of $(AUDIT_LIBRARIES)"; exit 2;; esac
+	$(MAKE) --no-print-directory .venv-audit-$(LIBRARY)/.installed
+
+.venv-audit-%/.installed: requirements/audit-%.txt $(FLASH_ATTN_STUB)
+	test -x $(@D)/bin/python || $(PYTHON) -m venv $(@D)
+	$(@D)/bin/python -m pip install --quiet --upgrade pip
+	grep -v '^deepspeed==' $< | $(@D)/bin/python -m pip install --quiet --no-deps -r /dev/stdin
+	! grep -q '^deepspeed==' $< || DS_BUILD_OPS=0 $(@D)/bin/python -m pip install --quiet --no-deps --no-build-isolation $$(grep '^deepspeed==' $<)
+	test $* != openrlhf || cp -r envs/flash_attn_stub/flash_attn $$($(@D)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/
+	touch $@
+
+# Each library's tests in its venv, without the main suite's conftest (which needs the project's
+# whole venv): the audit's rows against klrl's exact values, and planted bugs caught.
+test-audit: $(AUDIT_STAMPS)
+	@status=0; start=$$(date +%s); for library in $(AUDIT_LIBRARIES); do \
+		echo "--- tests/audit/test_$$library.py in .venv-audit-$$library:"; \
+		PYTHONPATH=workflow KLRL_REQUIRE_AUDIT_ENV=1 .venv-audit-$$library/bin/python -m pytest --noconftest -p no:cacheprovider \
+			-o addopts=--strict-markers $(DURATIONS) tests/audit/test_$$library.py || status=1; \
+	done; echo "--- the audit suites took $(call elapsed,$$start)"; exit $$status
 
 # The whole default grid (config/config.yaml) through Snakemake; any other config with
 # `make run CONFIG=config/<name>.yaml`. Rules call `python -m klrl`, found on the venv's PATH.
@@ -292,4 +331,4 @@ bench-tests: $(STAMP)
 	$(BIN)/python benchmarks/test_loop.py
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(PYTHONS:%=.venv-py%)
+	rm -rf $(VENV) $(VLLM_VENV) $(PYTHONS:%=.venv-py%) $(AUDIT_LIBRARIES:%=.venv-audit-%)

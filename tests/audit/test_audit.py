@@ -1,12 +1,17 @@
-"""`klrl audit`: the one-call expectation equals the exact loop over groups, planted bugs are
-caught (a KL term under no_grad reads as a zero gradient, a flipped sign as biased), TRL's
-settings estimate the gradients the registry names, and the README's block is a fresh run's."""
+"""`klrl audit`: the one-call expectation equals the exact loop over groups (and, under an engine
+mismatch, klrl's own exact gradient with that engine), planted bugs are caught (a KL term under
+no_grad reads as a zero gradient, a flipped sign as biased), TRL's settings estimate the gradients
+the registry names, a library whose environment is missing is one line naming its make target,
+and the README's block is a fresh run's (verl's and OpenRLHF's from their own environments)."""
+
+import importlib.util
 
 import pytest
 import torch
 
 from klrl.audit.report import markdown, readme_block
-from klrl.audit.gradients import AuditSetting, audit_rows, expected_gradient
+from klrl.audit import libraries
+from klrl.audit.gradients import AuditSetting, audit_rows, engine_theta, expected_gradient
 from klrl.objective.kl_config import KLConfig
 from klrl.objective.loss import batch_loss
 from klrl.toy import exact
@@ -31,6 +36,29 @@ def test_one_call_expectation_equals_the_loop_over_groups(name, mode):
     problem = make_problem(vocab=2, horizon=3, seed=1)
     reference = exact.expected_gradient(problem, KLConfig.from_name(name, beta=1.0), mode)
     torch.testing.assert_close(expected_gradient(problem, klrl_setting(name), mode), reference, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["k1-reward", "k3-loss"])
+def test_mismatch_expectation_equals_klrl_exact_with_that_engine(name):
+    problem = make_problem(vocab=2, horizon=3, seed=1)
+    config = KLConfig.from_name(name, beta=1.0)
+    reference = exact.expected_gradient(problem, config, "on", engine_theta(problem))
+    assert (reference - exact.expected_gradient(problem, config, "on")).norm() > 1e-3  # the engine differs
+    torch.testing.assert_close(
+        expected_gradient(problem, klrl_setting(name), "mismatch"), reference, rtol=1e-10, atol=1e-12
+    )
+
+
+def test_a_missing_environment_names_its_make_target(monkeypatch, tmp_path):
+    monkeypatch.setattr(libraries, "REPO_ROOT", tmp_path)
+    if importlib.util.find_spec("verl") is None:
+        with pytest.raises(
+            ValueError,
+            match=r"^verl's audit environment .venv-audit-verl is missing: run `make audit-env LIBRARY=verl`$",
+        ):
+            libraries.library_rows("verl", 2, 3, 0)
+    with pytest.raises(ValueError, match="--library: 'nemo' is not one of TRL, verl, OpenRLHF"):
+        libraries.library_name("nemo")
 
 
 def _under_no_grad(compute):
@@ -58,7 +86,10 @@ def test_planted_bugs_are_caught():
     assert on["k1-reward under no_grad"]["rel_bias"] == pytest.approx(1.0, abs=1e-12)
     assert on["k1-reward sign flipped"]["estimates"] == "other"
     assert on["k1-reward sign flipped"]["rel_bias"] == pytest.approx(2.0, abs=1e-12)
-    assert "| klrl | test | k1-reward under no_grad | biased, 1.000 (zero) | biased, 1.000 (zero) |" in markdown(rows)
+    assert (
+        "| k1-reward under no_grad | biased, 1.000 (zero) | biased, 1.000 (zero) | biased, 1.000 (zero) |"
+        in markdown(rows)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +119,10 @@ def test_trl_settings_estimate_the_gradients_the_registry_names(trl_rows):
 @pytest.mark.slow
 def test_readme_audit_block_equals_a_fresh_run(repo_root):
     pytest.importorskip("trl")
-    from klrl.audit.trl_adapter import settings
-
-    assert readme_block(audit_rows(settings())) in (repo_root / "README.md").read_text()
+    rows = []
+    for library in libraries.ADAPTERS:
+        try:
+            rows += libraries.library_rows(library, 3, 4, 0)
+        except ValueError as error:
+            pytest.skip(str(error))  # make test builds every environment first
+    assert readme_block(rows) in (repo_root / "README.md").read_text()

@@ -3,7 +3,8 @@
 An `AuditSetting` is one KL setting of one library: a function from a `GroupBatch` (the
 tensors a trainer holds for a batch of groups of 2 sequences, the task reward 0) to the
 library's own loss. Its expected gradient over batches of one group drawn from q (πθ
-on-policy, the stale μ off-policy),
+on-policy, the stale μ off-policy, the engine's policy e under a mismatch: ENGINE_SCALE
+Gaussian noise on πθ's logits, seed ENGINE_SEED, while the trainer recomputes πθ's log-probs),
     E[∇L] = Σ_{y1, y2} q(y1) q(y2) ∇L(y1, y2),
 comes from ONE call on all n² groups at once: every row's log-probs enter as
     log πθ + (w − 1)·(log πθ − sg(log πθ)),   w = n²·q(y1)·q(y2),
@@ -29,8 +30,11 @@ import torch
 from klrl.objective.estimators import OTHER, SEQUENCE_REVERSE_KL, TOKEN_FORWARD_KL, TOKEN_REVERSE_KL, ZERO
 from klrl.toy.bias import LAG_STEPS
 from klrl.toy.policy import total_variation
-from klrl.toy.exact import MODES, enumerate_sequences, sequence_kl_gradient, token_kl_gradient
+from klrl.toy.exact import enumerate_sequences, sequence_kl_gradient, token_kl_gradient
 from klrl.toy.policy import make_problem
+
+MODES = ("on", "off", "mismatch")
+ENGINE_SCALE, ENGINE_SEED = 0.3, 5  # the engine's logits: πθ's plus this much Gaussian noise
 
 GROUP = 2  # sequences per group: the smallest group a leave-one-out or group-normalised baseline allows
 MATCH_TOLERANCE = 1e-6
@@ -57,7 +61,8 @@ class GroupBatch:
     seqs: torch.Tensor  # (B, T) token ids
     logp: torch.Tensor  # (B, T) log πθ per token, differentiable
     ref_logp: torch.Tensor  # (B, T) log πref
-    sampling_logp: torch.Tensor  # (B, T) the sampler's log-probs: log μ off-policy, sg(log πθ) on-policy
+    sampling_logp: torch.Tensor  # (B, T) the trainer's old log-probs: log μ off-policy, sg(log πθ) otherwise
+    engine_logp: torch.Tensor  # (B, T) the rollout engine's log-probs: sampling_logp but under a mismatch
     off_policy: bool
     mask: torch.Tensor  # (B, T) completion mask (all ones: fixed-length sequences)
 
@@ -75,21 +80,32 @@ class AuditSetting:
     tokens_averaged: bool  # the library averages the KL term over tokens (its gradient is multiplied by T)
 
 
+def engine_theta(problem) -> torch.Tensor:
+    """The rollout engine's logits under a mismatch: πθ's perturbed (as tests/toy/test_engine_correction.py's)."""
+    noise = torch.randn(problem.theta.shape, generator=torch.Generator().manual_seed(ENGINE_SEED), dtype=torch.float64)
+    return problem.theta + ENGINE_SCALE * noise
+
+
 def expected_gradient(problem, setting: AuditSetting, mode: str) -> torch.Tensor:
     """E[∇L] over batches of one group from q, exactly (scaled by T if the KL term is a token mean)."""
+    if mode not in MODES:
+        raise ValueError(f"mode: {mode!r} is not one of {', '.join(MODES)}")
     theta = problem.theta.clone().requires_grad_(True)
-    e = enumerate_sequences(problem, mode, theta)
+    e = enumerate_sequences(problem, "on" if mode == "mismatch" else mode, theta)
     n, horizon = e.seqs.shape
+    sampling = e.logp.detach() if e.behaviour_logp is None else e.behaviour_logp
+    engine = problem.space.token_logp(engine_theta(problem), e.seqs) if mode == "mismatch" else sampling
+    q = (engine * e.mask).sum(-1).exp()
     first, second = (index.reshape(-1) for index in torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij"))
     rows = torch.stack([first, second], -1).reshape(-1)
-    weight = (n * n * e.q[first] * e.q[second]).repeat_interleave(GROUP)[:, None]
+    weight = (n * n * q[first] * q[second]).repeat_interleave(GROUP)[:, None]
     logp = e.logp[rows]
-    sampling = e.logp.detach()[rows] if e.behaviour_logp is None else e.behaviour_logp[rows]
     batch = GroupBatch(
         seqs=e.seqs[rows],
         logp=logp + (weight - 1) * (logp - logp.detach()),
         ref_logp=e.ref_logp[rows],
-        sampling_logp=sampling,
+        sampling_logp=sampling[rows],
+        engine_logp=engine[rows],
         off_policy=e.behaviour_logp is not None,
         mask=e.mask[rows],
     )
@@ -102,7 +118,9 @@ def expected_gradient(problem, setting: AuditSetting, mode: str) -> torch.Tensor
 
 
 def named_targets(problem, mode: str) -> dict[str, torch.Tensor]:
-    """The gradients the registry names, in `mode` (prefixes from q for the token-level ones)."""
+    """The gradients the registry names, in `mode` (prefixes from q for the token-level ones; from πθ
+    under a mismatch, whose trainer states the on-policy objective)."""
+    mode = "on" if mode == "mismatch" else mode
     return {
         SEQUENCE_REVERSE_KL: sequence_kl_gradient(problem),
         TOKEN_REVERSE_KL: token_kl_gradient(problem, mode, "reverse"),

@@ -1,9 +1,11 @@
-"""The audit's table: for each installed library's KL setting, on- and off-policy, whether its
-exact expected gradient is the sequence-level reverse KL's, its relative bias and the gradient it
-equals; and the README block (`<!-- audit:begin -->` … `<!-- audit:end -->`) that holds it."""
+"""The audit's tables: for each library's KL setting, on-policy, off-policy and under an engine
+mismatch, whether its exact expected gradient is the sequence-level reverse KL's, its relative
+bias and the gradient it equals, one table per library; and the README block
+(`<!-- audit:begin -->` … `<!-- audit:end -->`) that holds them."""
 
 from __future__ import annotations
 
+from klrl.audit.gradients import ENGINE_SCALE, ENGINE_SEED
 from klrl.audit.libraries import NOT_AUDITED
 
 BEGIN, END = "<!-- audit:begin -->", "<!-- audit:end -->"
@@ -15,20 +17,28 @@ def _cell(row: dict) -> str:
 
 
 def markdown(rows: list[dict]) -> str:
-    """One line per library setting: rel_bias and the gradient it equals, on- and off-policy."""
+    """Per library, one line per setting: rel_bias and the gradient it equals, in each mode."""
     first = rows[0]
     lines = [
         f"Exact expectations (`method: exact`) on the toy policy of `klrl toy-bias` (V = {first['vocab']}, "
         f"T = {first['horizon']}, seed {first['seed']}; off-policy: μ = πθ {first['lag']} steps ago, "
-        f"TV(μ, πθ) {first['tv']:.2f}): rel_bias = ‖E[ĝ] − ∇KL‖/‖∇KL‖ and, in brackets, the gradient E[ĝ] equals.",
-        "",
-        "| library | version | setting | on-policy | off-policy |",
-        "|---|---|---|---|---|",
+        f"TV(μ, πθ) {first['tv']:.2f}; engine mismatch: samples from πθ's logits plus {ENGINE_SCALE} × N(0, 1) "
+        f"noise (seed {ENGINE_SEED}), the trainer's old log-probs πθ's): rel_bias = ‖E[ĝ] − ∇KL‖/‖∇KL‖ and, "
+        "in brackets, the gradient E[ĝ] equals. Settings as the user writes them, β = 1, the task reward 0.",
     ]
     by_key = {(row["library"], row["setting"], row["mode"]): row for row in rows}
-    for library, setting in dict.fromkeys((row["library"], row["setting"]) for row in rows):
-        on, off = by_key[(library, setting, "on")], by_key[(library, setting, "off")]
-        lines.append(f"| {library} | {on['version']} | {setting} | {_cell(on)} | {_cell(off)} |")
+    for library in dict.fromkeys(row["library"] for row in rows):
+        version = next(row["version"] for row in rows if row["library"] == library)
+        lines += [
+            "",
+            f"{library} {version}:",
+            "",
+            "| setting | on-policy | off-policy | engine mismatch |",
+            "|---|---|---|---|",
+        ]
+        for setting in dict.fromkeys(row["setting"] for row in rows if row["library"] == library):
+            cells = " | ".join(_cell(by_key[(library, setting, mode)]) for mode in ("on", "off", "mismatch"))
+            lines.append(f"| {setting} | {cells} |")
     lines.append("")
     lines += [f"- {library}: not audited: {reason}." for library, reason in NOT_AUDITED.items()]
     return "\n".join(lines) + "\n"

@@ -1,33 +1,54 @@
-"""`klrl audit`: the audit table (and CSV) of every installed library's KL settings, and the README's block.
+"""`klrl audit`: the audit table (and CSV) of each library's KL settings, and the README's block.
 
-The README block `<!-- audit:begin -->` … `<!-- audit:end -->` is this command's table and the
-one-line reasons for the libraries without an adapter, under the line naming the command.
+Each library runs where it is installed: TRL in the project's venv, verl and OpenRLHF each in its
+own environment (`make audit-env LIBRARY=verl|openrlhf`). Without --library, every library whose
+environment is built is audited and the others are named on stderr; --library names one (or,
+repeated, several) and a missing environment is one line naming its make target. The README block
+`<!-- audit:begin -->` … `<!-- audit:end -->` needs every library: it is this command's table and
+the one-line reasons for the libraries without an adapter, under the line naming the command.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 HELP = "another RL library's own KL code on the tabular policy: its exact gradient bias"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--library", action="append", help="TRL, verl or OpenRLHF (repeatable; default: every one built)"
+    )
     parser.add_argument("--out", type=Path, help="CSV to write (one row per library setting and mode)")
-    parser.add_argument("--readme", type=Path, help="README whose audit block to rewrite")
+    parser.add_argument("--readme", type=Path, help="README whose audit block to rewrite (audits every library)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the toy problem (πθ, πref, μ)")
     parser.add_argument("--vocab", type=int, default=3, help="vocabulary size V")
     parser.add_argument("--horizon", type=int, default=4, help="sequence length T")
 
 
 def run(args: argparse.Namespace) -> None:
-    from klrl.audit.gradients import COLUMNS, audit_rows
-    from klrl.audit.libraries import installed_settings
+    from klrl.audit.gradients import COLUMNS
+    from klrl.audit.libraries import ADAPTERS, library_name, library_rows
     from klrl.audit.report import markdown, readme_block
     from klrl.reports.readme_blocks import rewrite
     from klrl.toy.bias import write_csv
 
-    rows = audit_rows(installed_settings(), args.vocab, args.horizon, args.seed)
+    if args.library:
+        libraries, skip_missing = [library_name(name) for name in args.library], False
+    else:
+        libraries, skip_missing = list(ADAPTERS), not args.readme
+    rows = []
+    for library in libraries:
+        try:
+            rows += library_rows(library, args.vocab, args.horizon, args.seed)
+        except ValueError as error:
+            if not skip_missing or "run `make" not in str(error):
+                raise
+            print(f"not audited here: {error}", file=sys.stderr)
+    if not rows:
+        raise ValueError("no library to audit: run `make install` (TRL) or `make audit-env LIBRARY=verl|openrlhf`")
     print(markdown(rows), end="")
     if args.out:
         write_csv(rows, args.out, COLUMNS)

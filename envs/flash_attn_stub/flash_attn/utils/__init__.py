@@ -1,0 +1,1 @@
+"""flash_attn.utils of the empty stand-in."""
