@@ -43,7 +43,7 @@ needs_postgres = pytest.mark.skipif(
 
 
 def _start(state: Path, port: int) -> subprocess.Popen:
-    """`python -m klrl tracking-server` in a session of its own, once its server accepts the jobs'
+    """`python -m klrl tracking-server` in a process group of its own, once its server accepts the jobs'
     credentials (their file and user are made after the server first answers)."""
     command = [
         sys.executable,
