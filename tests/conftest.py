@@ -77,6 +77,20 @@ def tiny_config(base: Path, data: Path, kl: str = "none", beta: float = 0.0, **o
     return from_mapping(TrainConfig, tiny_settings(base, data, kl, beta, **overrides), "train config")
 
 
+def trained_records(config: TrainConfig, out: Path) -> list[dict]:
+    """Train the cell `config` in `out` (torch's thread count restored after) and return its
+    per-step training records (those with a loss; not the final evaluation's)."""
+    from klrl.training.record import read_metrics
+    from klrl.training.trainer import Trainer
+
+    threads = torch.get_num_threads()
+    try:
+        Trainer(config, out).run()
+    finally:
+        torch.set_num_threads(threads)
+    return [record for record in read_metrics(out / "metrics.jsonl") if "loss/total" in record]
+
+
 def pytest_collection_modifyitems(items: list) -> None:
     """Tests marked `longest` first: `make test` runs the suite on two workers, one test file
     at a time each, in collection order (pytest-xdist: --dist loadfile --no-loadscope-reorder);

@@ -4,13 +4,10 @@ change that every code path shares (the equivalence tests cannot see it) shows h
 deliberate change moves them, re-pin with the values the failure prints, and say why."""
 
 import pytest
-import torch
 
 from klrl.training import trainer as trainer_module
-from klrl.training.record import read_metrics
-from klrl.training.trainer import Trainer
 
-from conftest import tiny_config
+from conftest import tiny_config, trained_records
 
 KEYS = ("loss/total", "kl/k1", "rollout/reward_mean")
 CELLS = {
@@ -49,12 +46,7 @@ def _parity_reward(completions, references):
 def test_golden_trajectory(tiny_base, arith_data, tmp_path, monkeypatch, cell):
     monkeypatch.setattr(trainer_module, "get_reward", lambda _: _parity_reward)
     config = tiny_config(tiny_base, arith_data, reward="parity", steps=5, threads=1, seed=0, **CELLS[cell])
-    threads = torch.get_num_threads()
-    try:
-        Trainer(config, tmp_path).run()
-    finally:
-        torch.set_num_threads(threads)
-    records = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "loss/total" in r]
+    records = trained_records(config, tmp_path)
     trajectory = [[r[key] for key in KEYS] for r in records]
     print(cell, trajectory)
     assert len(trajectory) == len(GOLDEN[cell])

@@ -18,10 +18,8 @@ import torch
 from safetensors.torch import load_file
 
 from klrl.training import trainer as trainer_module
-from klrl.training.record import read_metrics
-from klrl.training.trainer import Trainer
 
-from conftest import tiny_config
+from conftest import tiny_config, trained_records
 
 PINS = Path(__file__).with_name("golden_off_policy.json")
 KEYS = (
@@ -83,12 +81,7 @@ def train_cell(base: Path, data: Path, out: Path, kl: str, lag: int, precision: 
         ratio_clamp=8.0,
         mixed_precision=precision,
     )
-    threads = torch.get_num_threads()
-    try:
-        Trainer(config, out).run()
-    finally:
-        torch.set_num_threads(threads)
-    records = [record for record in read_metrics(out / "metrics.jsonl") if "loss/total" in record]
+    records = trained_records(config, out)
     return {
         "metrics": [[record.get(key) for key in KEYS] for record in records],
         "weights": weights_digest(out / "final"),
