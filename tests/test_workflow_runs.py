@@ -239,12 +239,12 @@ def test_a_hub_model_declared_in_a_config_runs_a_cell_without_code_changes(tmp_p
 def test_staleness_is_a_grid_axis():
     config = load_config("test")
     off = config["groups"][1]
-    off["lag"] = [2, 8]
+    off["lag"] = [1, 3]  # at most the cell's 3 steps
     del off["train"]["async_lag"]
     cells = expand_grid(config)
     lagged = {cell.id: cell.train["async_lag"] for cell in cells.values() if cell.policy == "off"}
-    assert lagged == {"tiny__k3-loss__b0.1__off-lag2__s0": 2, "tiny__k3-loss__b0.1__off-lag8__s0": 8}
-    assert [parse_cell_id(cid)["lag"] for cid in lagged] == [2, 8]
+    assert lagged == {"tiny__k3-loss__b0.1__off-lag1__s0": 1, "tiny__k3-loss__b0.1__off-lag3__s0": 3}
+    assert [parse_cell_id(cid)["lag"] for cid in lagged] == [1, 3]
     off["train"]["async_lag"] = 1
     with pytest.raises(
         ValueError, match="group 'off-policy': a lag list needs policy \\[off\\] and no train.async_lag"
