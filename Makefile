@@ -60,7 +60,7 @@ test:
 	$(MAKE) --no-print-directory --jobs 1 $(PYTHONS_STAMPS) > $(PYTHONS_LOG) 2>&1 & pythons=$$!; \
 	{ $(MAKE) --no-print-directory test-vllm > $(VLLM_LOG) 2>&1; vllm=$$?; \
 	  $(MAKE) --no-print-directory test-audit > $(AUDIT_LOG) 2>&1; audit=$$?; exit $$((vllm | audit)); } & side=$$!; \
-	start=$$(date +%s); $(BIN)/python -m pytest -m "not gpu" $(WORKERS) $(DURATIONS); main=$$?; \
+	start=$$(date +%s); $(BIN)/python -m pytest -m "not gpu and not audit_envs" $(WORKERS) $(DURATIONS); main=$$?; \
 	echo "--- the main suite took $(call elapsed,$$start)"; \
 	wait $$side; side=$$?; \
 	echo "--- the vLLM suite (make test-vllm, beside the main suite):"; cat $(VLLM_LOG); \
@@ -93,8 +93,8 @@ format: $(STAMP)
 	$(BIN)/snakefmt $(SNAKEMAKE_FILES)
 
 # The quick loop: every unit and integration test, without the slow ones (end-to-end grids,
-# torchrun, kill -9 faults), the SLURM cluster and the vLLM venv.
-QUICK := -m "not slow and not slurm and not gpu"
+# torchrun, kill -9 faults), the SLURM cluster, the vLLM venv and the audited libraries' venvs.
+QUICK := -m "not slow and not slurm and not gpu and not audit_envs"
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest $(QUICK) $(WORKERS)
@@ -193,13 +193,17 @@ audit-env:
 	touch $@
 
 # Each library's tests in its venv, without the main suite's conftest (which needs the project's
-# whole venv): the audit's rows against klrl's exact values, and planted bugs caught.
-test-audit: $(AUDIT_STAMPS)
+# whole venv): the audit's rows against klrl's exact values, and planted bugs caught. Then, in the
+# project's venv, the README's audit block against a fresh audit of every library (marker
+# audit_envs: the main and quick suites leave it to this target).
+test-audit: $(AUDIT_STAMPS) $(STAMP)
 	@status=0; start=$$(date +%s); for library in $(AUDIT_LIBRARIES); do \
 		echo "--- tests/audit/test_$$library.py in .venv-audit-$$library:"; \
 		PYTHONPATH=workflow KLRL_REQUIRE_AUDIT_ENV=1 .venv-audit-$$library/bin/python -m pytest --noconftest -p no:cacheprovider \
 			-o addopts=--strict-markers $(DURATIONS) tests/audit/test_$$library.py || status=1; \
-	done; echo "--- the audit suites took $(call elapsed,$$start)"; exit $$status
+	done; echo "--- the README's audit block against a fresh run of every library:"; \
+	$(BIN)/python -m pytest -m audit_envs -p no:cacheprovider $(DURATIONS) tests/audit/test_audit.py || status=1; \
+	echo "--- the audit suites took $(call elapsed,$$start)"; exit $$status
 
 # The whole default grid (config/config.yaml) through Snakemake; any other config with
 # `make run CONFIG=config/<name>.yaml`. Rules call `python -m klrl`, found on the venv's PATH.

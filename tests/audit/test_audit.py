@@ -117,6 +117,7 @@ def test_trl_settings_estimate_the_gradients_the_registry_names(trl_rows):
 
 
 @pytest.mark.slow
+@pytest.mark.audit_envs
 def test_readme_audit_block_equals_a_fresh_run(repo_root):
     pytest.importorskip("trl")
     rows = []
