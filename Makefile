@@ -298,7 +298,7 @@ browser:
 # with every verdict, gathered in $(VERDICTS).
 BENCH_STAMP := $(VENV)/.installed-bench
 VERDICTS := results/bench-verdicts.txt
-# The tree whose grid the 2× grid-throughput target is measured against (issue 21's baseline).
+# The tree whose grid the 2× grid-throughput target is measured against (the speed targets' baseline).
 GRID_BEFORE ?= e6a6436
 
 $(BENCH_STAMP): $(STAMP)

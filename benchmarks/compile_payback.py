@@ -1,6 +1,6 @@
 """Does a compiled step pay back within a cell? torch.compile against eager on the learner's work.
 
-Issue 21 asks for a compiled path "where it pays back within a cell's steps, compile time
+The speed target asks for a compiled path "where it pays back within a cell's steps, compile time
 included". This times the part of a step a compiler could speed up, the policy's forward and
 backward over the batch (the scoring forwards are the same shapes without the backward), on the
 benchmark's random tiny model at one thread:

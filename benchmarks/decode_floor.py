@@ -1,6 +1,6 @@
 """How far a decoding step of the tiny model can drop below HFSampler's, and what stops it.
 
-Issue 21 asks the sampler for 2× `model.generate` at batch 128. This times, interleaved, one
+The sampling target is 2× `model.generate` at batch 128. This times, interleaved, one
 token step (temperature 1, top-p 1, every row generating every token, one thread) of:
   - klrl's HFSampler (transformers' Llama forward over a preallocated KV cache);
   - `model.generate` with its default cache;

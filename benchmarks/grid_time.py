@@ -8,7 +8,7 @@ wall time: rollouts, scoring, updates, periodic evaluation and checkpoints).
 
 `--before REV`: also runs the same config from git revision REV's files (its own `workflow/`
 first on PYTHONPATH), before this tree at each core count, and prints whether cells per hour
-reached 2× REV's (issue 21's grid target; give `--configfile config/config.yaml` for the
+reached 2× REV's (the grid-throughput target; give `--configfile config/config.yaml` for the
 default grid, about an hour for both trees).
 
 `--summarise FOLDER [--configfile ...]`: only reads a finished run in FOLDER (e.g. the default
@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 NODE = re.compile(r'^\s*(\d+)\[label = "([^"]*)"')
 EDGE = re.compile(r"^\s*(\d+) -> (\d+)")
-TARGET = 2.0  # issue 21: cells per hour against the baseline revision's
+TARGET = 2.0  # the target: cells per hour against the baseline revision's
 
 
 def snakemake(folder: Path, *args: str, pythonpath: str | None = None) -> subprocess.CompletedProcess:

@@ -33,7 +33,7 @@ from klrl.training.prompts import encode_prompts
 from klrl.training.sampling import HFSampler, left_pad
 
 GROUP = 8
-TARGET = 2.0  # issue 21: HFSampler tokens/s over model.generate's, at the largest batch
+TARGET = 2.0  # the target: HFSampler tokens/s over model.generate's, at the largest batch
 
 
 def matmul_rate(shapes: list[tuple[int, int, int]], repeats: int = 50) -> float:

@@ -41,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 PHASES = ("generate", "score", "backward", "optimizer")
-TARGET = 2.0  # issue 33: the step at least 2× faster than the baseline
+TARGET = 2.0  # the target: the step at least 2× faster than the baseline
 FLOAT32 = {"mixed_precision": "none", "fused_adamw": None}  # a baseline's settings (None: dropped)
 VARIANTS = {  # name: (code, settings over the cell's, matmul dtype); the baselines come first
     "float32": ("this", {"mixed_precision": "none", "fused_adamw": False}, "float32"),

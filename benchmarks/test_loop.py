@@ -2,7 +2,7 @@
 slow ones (end-to-end grids, torchrun, kill -9 faults), the SLURM cluster and the vLLM venv.
 
 Runs `make test-fast` itself in this checkout (so its markers and workers are the Makefile's),
-and prints the wall time, the number of tests and the verdict against issue 21's 4-minute target.
+and prints the wall time, the number of tests and the verdict against the 4-minute target.
 
     .venv/bin/python benchmarks/test_loop.py
 """

