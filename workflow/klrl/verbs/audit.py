@@ -32,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--config",
         type=Path,
+        metavar="FILE",
         help="a config file of TRL (GRPOConfig/RLOOConfig fields, YAML or JSON), verl (Hydra YAML) or OpenRLHF "
         "(train_ppo_ray flags, or a script running it): its setting's row and what gives the sequence's reverse "
         "KL's gradient (--library: which library the file is, if its keys do not tell)",
