@@ -1,8 +1,9 @@
 """`klrl audit`: the one-call expectation equals the exact loop over groups (and, under an engine
 mismatch, klrl's own exact gradient with that engine), planted bugs are caught (a KL term under
 no_grad reads as a zero gradient, a flipped sign as biased), TRL's settings estimate the gradients
-the registry names, a library whose environment is missing is one line naming its make target,
-and the README's block is a fresh run's (verl's and OpenRLHF's from their own environments)."""
+the registry names, a library whose environment is missing is one line naming its make target, a
+mistake in the worker comes back as its own line, and the README's block is a fresh run's (verl's
+and OpenRLHF's from their own environments)."""
 
 import importlib.util
 
@@ -127,3 +128,15 @@ def test_readme_audit_block_equals_a_fresh_run(repo_root):
         except ValueError as error:
             pytest.skip(str(error))  # make test builds every environment first
     assert readme_block(rows) in (repo_root / "README.md").read_text()
+
+
+@pytest.mark.audit_envs
+def test_the_worker_passes_a_mistake_back_as_its_own_line():
+    python = libraries.REPO_ROOT / libraries.ADAPTERS["verl"][2] / "bin" / "python"
+    if importlib.util.find_spec("verl") is None and not python.exists():
+        pytest.skip("make audit-env LIBRARY=verl builds verl's environment")
+    with pytest.raises(
+        ValueError,
+        match=r"^'no such setting' is not one of verl's audited settings \(`klrl audit --library verl` lists them\)$",
+    ):
+        libraries.library_rows("verl", 2, 3, 0, setting="no such setting")

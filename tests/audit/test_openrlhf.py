@@ -76,3 +76,60 @@ def test_the_flash_attn_stand_in_is_imported_and_never_called(problem):
         ring_attn_utils.unpad_input()
     rows = audit_rows(openrlhf_adapter.settings(), 2, 2, 1)  # every setting: a call to the stand-in would raise
     assert len(rows) == 3 * len(openrlhf_adapter.settings())
+
+
+def _readme_command(variant: str = "") -> str:
+    """The train_ppo_ray example of OpenRLHF's README (its package metadata), with a README variant added."""
+    import re
+    from importlib.metadata import distribution
+
+    blocks = re.findall(r"```bash\n(.*?)```", distribution("openrlhf").read_text("METADATA"), re.S)
+    (block,) = [block for block in blocks if "openrlhf.cli.train_ppo_ray" in block and "--algo.kl" in block]
+    if variant:
+        assert variant in re.findall(r"^# (--\S+ \S+)", block, re.M)  # one of the README's own variants
+        block = block.replace("--algo.kl.init_coef 0.01 \\\n", f"--algo.kl.init_coef 0.01 \\\n   {variant} \\\n")
+    return block
+
+
+def test_the_readme_example_is_the_setting_it_states(tmp_path):
+    from klrl.audit.user_config import UserSetting, read_setting
+
+    path = tmp_path / "train.sh"
+    path.write_text(_readme_command())
+    with pytest.raises(ValueError, match=r"--algo\.advantage\.estimator gae with the KL in the reward \(audited: rloo"):
+        read_setting(path)  # the example's critic (gae): not an audited setting
+    in_reward = "--algo.kl.estimator k1 (KL in the reward)"
+    audited = {setting.name for setting in openrlhf_adapter.settings()}
+    for variant, expected in {
+        "--algo.advantage.estimator rloo": UserSetting("OpenRLHF", in_reward),
+        "--algo.advantage.estimator group_norm": UserSetting("OpenRLHF", in_reward),
+        "--algo.advantage.estimator dr_grpo": UserSetting("OpenRLHF", in_reward),
+        "--algo.kl.init_coef 0": UserSetting("OpenRLHF", None, "--algo.kl.init_coef is 0"),
+    }.items():
+        path.write_text(_readme_command(variant))
+        assert read_setting(path) == expected
+        assert expected.setting is None or expected.setting in audited
+    path.write_text(_readme_command("--algo.advantage.estimator reinforce_baseline"))
+    with pytest.raises(ValueError, match=r"estimator reinforce_baseline with the KL in the reward"):
+        read_setting(path)  # whitens the advantages over the batch
+
+
+def test_the_report_on_the_readme_example(tmp_path):
+    from klrl.audit.gradients import setting_rows
+    from klrl.audit.report import setting_report
+    from klrl.audit.user_config import read_setting
+
+    path = tmp_path / "train.sh"
+    path.write_text(_readme_command("--algo.advantage.estimator rloo"))
+    name = read_setting(path).setting
+    settings = [
+        openrlhf_adapter.reward_setting(VERSION, "k1"),
+        openrlhf_adapter.reward_setting(VERSION, "k1", is_correction_level="seq"),
+        openrlhf_adapter.loss_setting(VERSION, "k3"),
+    ]
+    report = setting_report(str(path), name, setting_rows(settings, name, 2, 3, 1))
+    assert f"| {name} | unbiased, 0.000 (sequence-reverse-kl) |" in report
+    assert "On-policy its expected gradient is the sequence's reverse KL's, the objective the config states." in report
+    other = report.split("OpenRLHF's other settings with that gradient on-policy:")[1]
+    assert f"| {settings[1].name} | unbiased, 0.000 (sequence-reverse-kl) |" in other
+    assert settings[2].name not in report

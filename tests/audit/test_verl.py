@@ -97,3 +97,90 @@ def test_a_flipped_sign_is_caught(problem, monkeypatch):
     assert before[0]["estimates"] == "token-reverse-kl"
     assert after[0]["estimates"] == "other"
     assert after[0]["rel_bias"] > 1.5
+
+
+def _own_config(tmp_path, **changes):
+    """verl's own config, the installed `_generated_ppo_trainer.yaml`, with `changes` (dotted keys, __ for .) set."""
+    import importlib.util
+    from pathlib import Path
+
+    import yaml
+
+    (package,) = importlib.util.find_spec("verl").submodule_search_locations
+    config = yaml.safe_load((Path(package) / "trainer/config/_generated_ppo_trainer.yaml").read_text())
+    for dotted, value in changes.items():
+        *parents, key = dotted.split("__")
+        node = config
+        for parent in parents:
+            node = node[parent]
+        assert key in node  # a key verl's own config has
+        node[key] = value
+    path = tmp_path / "ppo_trainer.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_its_own_config_is_the_setting_it_states(tmp_path):
+    from klrl.audit.user_config import UserSetting, read_setting
+
+    assert read_setting(_own_config(tmp_path)) == UserSetting(
+        "verl", None, "actor_rollout_ref.actor.use_kl_loss and algorithm.use_kl_in_reward are false"
+    )
+    audited = {setting.name for setting in verl_adapter.settings()}
+    loss = "actor_rollout_ref__actor__"
+    cases = [
+        ({loss + "use_kl_loss": True}, "use_kl_loss=True, kl_loss_type=low_var_kl, loss_agg_mode=token-mean"),
+        (
+            {loss + "use_kl_loss": True, loss + "kl_loss_type": "k3+"},
+            "use_kl_loss=True, kl_loss_type=k3+, loss_agg_mode=token-mean",
+        ),
+        (
+            {"algorithm__use_kl_in_reward": True, "algorithm__adv_estimator": "rloo"},
+            "use_kl_in_reward=True, kl_penalty=kl, adv_estimator=rloo",
+        ),
+        (
+            {
+                "algorithm__use_kl_in_reward": True,
+                "algorithm__adv_estimator": "rloo",
+                "algorithm__rollout_correction__rollout_is": "sequence",
+            },
+            "use_kl_in_reward=True, kl_penalty=kl, adv_estimator=rloo, rollout_correction.rollout_is=sequence",
+        ),
+    ]
+    for changes, name in cases:
+        assert read_setting(_own_config(tmp_path, **changes)) == UserSetting("verl", name)
+        assert name in audited
+    # GRPO's default normalisation by the group's std is not an audited setting
+    grpo = read_setting(_own_config(tmp_path, algorithm__use_kl_in_reward=True, algorithm__adv_estimator="grpo"))
+    assert grpo.setting == "use_kl_in_reward=True, kl_penalty=kl, adv_estimator=grpo, norm_adv_by_std_in_grpo=True"
+    assert grpo.setting not in audited
+
+
+def test_the_report_on_its_own_config(tmp_path):
+    from klrl.audit.gradients import setting_rows
+    from klrl.audit.report import setting_report
+    from klrl.audit.user_config import read_setting
+
+    path = _own_config(
+        tmp_path, actor_rollout_ref__actor__use_kl_loss=True, actor_rollout_ref__actor__kl_loss_type="k1"
+    )
+    name = read_setting(path).setting
+    settings = [
+        verl_adapter.loss_setting(VERSION, "k1"),
+        verl_adapter.loss_setting(VERSION, "k2"),
+        verl_adapter.reward_setting(VERSION, "kl", "rloo"),
+    ]
+    rows = setting_rows(settings, name, 2, 3, 1)
+    assert {(row["setting"], row["mode"]) for row in rows} == {
+        *((name, mode) for mode in ("on", "off", "mismatch")),
+        (settings[1].name, "on"),
+        *((settings[2].name, mode) for mode in ("on", "off", "mismatch")),
+    }
+    report = setting_report(str(path), name, rows)
+    assert f"| {name} | biased, 1.000 (zero) |" in report
+    assert "On-policy its expected gradient is zero, not the sequence's reverse KL's" in report
+    advice = report.split("change to one of verl's settings:")[1]
+    assert f"| {settings[2].name} | unbiased, 0.000 (sequence-reverse-kl) |" in advice
+    assert advice.endswith(f"(biased for the sequence's): `{settings[1].name}`.\n")
+    with pytest.raises(ValueError, match="^'use_kl_loss=True, kl_loss_type=abs, loss_agg_mode=token-mean' is not one"):
+        setting_rows(settings, verl_adapter.loss_name("abs", "token-mean"), 2, 3, 1)

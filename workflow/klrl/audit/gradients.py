@@ -139,13 +139,15 @@ def identify(gradient: torch.Tensor, targets: dict[str, torch.Tensor]) -> str:
     return OTHER
 
 
-def audit_rows(settings: list[AuditSetting], vocab: int = 3, horizon: int = 4, seed: int = 0) -> list[dict]:
+def audit_rows(
+    settings: list[AuditSetting], vocab: int = 3, horizon: int = 4, seed: int = 0, modes: tuple[str, ...] = MODES
+) -> list[dict]:
     """One row per setting and mode (columns COLUMNS), on the toy problem of `klrl toy-bias`."""
     problem = make_problem(vocab, horizon, seed, lag_steps=LAG_STEPS)
     tv = total_variation(problem)
     rows = []
     for setting in settings:
-        for mode in MODES:
+        for mode in modes:
             targets = named_targets(problem, mode)
             gradient = expected_gradient(problem, setting, mode)
             true_grad = targets[SEQUENCE_REVERSE_KL]
@@ -166,3 +168,19 @@ def audit_rows(settings: list[AuditSetting], vocab: int = 3, horizon: int = 4, s
                 }
             )
     return rows
+
+
+def setting_rows(
+    settings: list[AuditSetting], name: str, vocab: int = 3, horizon: int = 4, seed: int = 0
+) -> list[dict]:
+    """The rows `klrl audit --config` reports on the setting `name`: its own in every mode, every other
+    setting's on-policy, and every mode of those whose on-policy gradient is the sequence's reverse KL's."""
+    if name not in {setting.name for setting in settings}:
+        library = settings[0].library
+        raise ValueError(
+            f"{name!r} is not one of {library}'s audited settings (`klrl audit --library {library}` lists them)"
+        )
+    on = audit_rows(settings, vocab, horizon, seed, modes=("on",))
+    unbiased = {row["setting"] for row in on if row["estimates"] == SEQUENCE_REVERSE_KL} | {name}
+    chosen = [setting for setting in settings if setting.name in unbiased]
+    return on + audit_rows(chosen, vocab, horizon, seed, modes=("off", "mismatch"))

@@ -4,7 +4,8 @@ the reason in one line.
 
 A library with an environment of its own is audited there: `library_rows` runs
 `python -m klrl.audit.worker` with that environment's interpreter and this checkout's klrl on
-its path, and reads back its rows (a JSON file: the libraries print to stdout as they import).
+its path, and reads back its rows (a JSON file: the libraries print to stdout as they import),
+every setting's or, for `klrl audit --config`, those it reports on one named setting.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from klrl.audit.gradients import AuditSetting, audit_rows
+from klrl.audit.gradients import AuditSetting, audit_rows, setting_rows
 
 # library -> (the module it imports, its adapter, its environment under the repository root; None: the project's venv)
 ADAPTERS = {
@@ -25,6 +26,7 @@ ADAPTERS = {
     "OpenRLHF": ("openrlhf", "klrl.audit.openrlhf_adapter", ".venv-audit-openrlhf"),
 }
 REPO_ROOT = Path(__file__).resolve().parents[3]
+USER_ERROR = 2  # the worker's exit status for a ValueError: its message is the user's, passed on as it is
 
 # Why each library has no adapter: checked against PyPI (versions as of the check) and the
 # project's pins (requirements/constraints.txt).
@@ -36,7 +38,8 @@ NOT_AUDITED = {
 }
 
 
-def _target(library: str) -> str:
+def make_target(library: str) -> str:
+    """The make target that installs the library where `klrl audit` looks for it."""
     return "make install" if ADAPTERS[library][2] is None else f"make audit-env LIBRARY={library.lower()}"
 
 
@@ -54,26 +57,39 @@ def settings_here(library: str) -> list[AuditSetting]:
 
     module, adapter, _ = ADAPTERS[library]
     if importlib.util.find_spec(module) is None:
-        raise ValueError(f"{library} is not installed in {sys.prefix}: run `{_target(library)}`")
+        raise ValueError(f"{library} is not installed in {sys.prefix}: run `{make_target(library)}`")
     return importlib.import_module(adapter).settings()
 
 
-def library_rows(library: str, vocab: int, horizon: int, seed: int) -> list[dict]:
-    """The library's audit rows: here if it is installed here, else in its own environment."""
+def rows_here(library: str, vocab: int, horizon: int, seed: int, setting: str | None = None) -> list[dict]:
+    """The library's audit rows from this interpreter: every setting's, or those `klrl audit --config`
+    reports on one setting (`gradients.setting_rows`)."""
+    settings = settings_here(library)
+    if setting is None:
+        return audit_rows(settings, vocab, horizon, seed)
+    return setting_rows(settings, setting, vocab, horizon, seed)
+
+
+def library_rows(library: str, vocab: int, horizon: int, seed: int, setting: str | None = None) -> list[dict]:
+    """The library's audit rows (`rows_here`): here if it is installed here, else in its own environment."""
     import importlib.util
 
     module, _, environment = ADAPTERS[library]
     if environment is None or importlib.util.find_spec(module) is not None:
-        return audit_rows(settings_here(library), vocab, horizon, seed)
+        return rows_here(library, vocab, horizon, seed, setting)
     python = REPO_ROOT / environment / "bin" / "python"
     if not python.exists():
-        raise ValueError(f"{library}'s audit environment {environment} is missing: run `{_target(library)}`")
+        raise ValueError(f"{library}'s audit environment {environment} is missing: run `{make_target(library)}`")
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "rows.json"
         command = [str(python), "-m", "klrl.audit.worker", library, str(vocab), str(horizon), str(seed), str(out)]
         env = os.environ | {"PYTHONPATH": str(REPO_ROOT / "workflow")}
-        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+        done = subprocess.run(
+            command + ([setting] if setting else []), capture_output=True, text=True, env=env, check=False
+        )
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise ValueError(f"{library}'s audit in {environment} failed: {last}")
+            raise ValueError(
+                last if done.returncode == USER_ERROR else f"{library}'s audit in {environment} failed: {last}"
+            )
         return json.loads(out.read_text())

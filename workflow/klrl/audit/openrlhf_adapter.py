@@ -11,8 +11,9 @@ here, line for line:
 - KL in the reward (the default): `compute_approx_kl` of the old log-probs (no gradient), then
   `compute_reward` (−β·KL per token, the task reward 0 at the last token), the return-to-go of
   `get_cumulative_returns` (γ = 1, which every estimator but `reinforce` forces) as advantages,
-  and `PolicyLoss`. The group baselines (rloo, group_norm, dr_grpo) act on the task reward only,
-  before the KL is added: with a task reward of 0 they are all this row.
+  and `PolicyLoss`. The baselines (rloo, group_norm, dr_grpo: the group's; flash_reinforce: the
+  batch's) act on the task reward only, before the KL is added: with a task reward of 0 they are
+  all this row (REWARD_ESTIMATORS).
 - Engine correction (`--algo.advantage.is_correction_level`): `PolicyLoss` given the rollout's
   log-probs (the engine's), its threshold never reached.
 """
@@ -24,6 +25,9 @@ import torch
 from klrl.audit.gradients import AuditSetting, GroupBatch
 
 ESTIMATORS = ("k1", "k2", "k3")
+# the advantage estimators whose KL-in-the-reward row this is (--algo.advantage.estimator): the others
+# whiten the advantages over the batch (reinforce, reinforce_baseline) or learn a critic (gae)
+REWARD_ESTIMATORS = ("rloo", "group_norm", "dr_grpo", "flash_reinforce")
 OPEN_THRESHOLD = (1e-6, 1e6)  # an engine-correction band the toy's weights never leave
 
 
@@ -58,12 +62,19 @@ def loss_setting(
         )
         return actor_loss + aggregate_loss(kl, batch.mask, token_level_loss=token_level) * 1.0
 
+    return AuditSetting(
+        "OpenRLHF", version, loss_name(estimator, unbiased_gradient, loss_agg_mode), loss, tokens_averaged=True
+    )
+
+
+def loss_name(estimator: str, unbiased_gradient: bool, loss_agg_mode: str) -> str:
+    """A KL-in-the-loss setting as the audit table names it."""
     name = f"--algo.kl.use_loss --algo.kl.estimator {estimator}"
     if unbiased_gradient:
         name += " --algo.kl.unbiased_gradient"
     if loss_agg_mode != "token-mean":
         name += f" --actor.loss_agg_mode {loss_agg_mode}"
-    return AuditSetting("OpenRLHF", version, name, loss, tokens_averaged=True)
+    return name
 
 
 def reward_setting(version: str, estimator: str, is_correction_level: str = "off") -> AuditSetting:
@@ -83,10 +94,15 @@ def reward_setting(version: str, estimator: str, is_correction_level: str = "off
         )
         return actor_loss
 
+    return AuditSetting("OpenRLHF", version, reward_name(estimator, is_correction_level), loss, tokens_averaged=True)
+
+
+def reward_name(estimator: str, is_correction_level: str) -> str:
+    """A KL-in-the-reward setting as the audit table names it."""
     name = f"--algo.kl.estimator {estimator} (KL in the reward)"
     if is_correction_level != "off":
         name += f" --algo.advantage.is_correction_level {is_correction_level}"
-    return AuditSetting("OpenRLHF", version, name, loss, tokens_averaged=True)
+    return name
 
 
 def settings() -> list[AuditSetting]:

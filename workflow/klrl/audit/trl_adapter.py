@@ -27,6 +27,8 @@ import torch
 
 from klrl.audit.gradients import GROUP, AuditSetting, GroupBatch
 
+RLOO_SETTING = "RLOOTrainer beta>0 (KL in the reward, defaults)"
+
 
 def _accelerator() -> SimpleNamespace:
     """One process on the CPU: reductions and gathers are the identity."""
@@ -130,11 +132,16 @@ def grpo_setting(version: str, options: dict) -> AuditSetting:
             inputs["old_per_token_logps"] = batch.sampling_logp
         return trainer._compute_loss(trainer.model, inputs)
 
-    name = (
-        f"GRPOTrainer beta>0, loss_type={args.loss_type}, use_bias_correction_kl={args.use_bias_correction_kl}, "
-        f"importance_sampling_level={args.importance_sampling_level}" + ("" if options else " (defaults)")
-    )
+    name = grpo_name(args.loss_type, args.use_bias_correction_kl, args.importance_sampling_level, not options)
     return AuditSetting("TRL", version, name, loss, tokens_averaged=True)
+
+
+def grpo_name(loss_type: str, use_bias_correction_kl: bool, importance_sampling_level: str, defaults: bool) -> str:
+    """A GRPO setting as the audit table names it (`defaults`: the three are GRPOConfig's own)."""
+    return (
+        f"GRPOTrainer beta>0, loss_type={loss_type}, use_bias_correction_kl={use_bias_correction_kl}, "
+        f"importance_sampling_level={importance_sampling_level}" + (" (defaults)" if defaults else "")
+    )
 
 
 def rloo_setting(version: str) -> AuditSetting:
@@ -171,7 +178,7 @@ def rloo_setting(version: str) -> AuditSetting:
         trainer.model = _Policy(batch.logp)
         return trainer._compute_loss(trainer.model, scored)
 
-    return AuditSetting("TRL", version, "RLOOTrainer beta>0 (KL in the reward, defaults)", loss, tokens_averaged=False)
+    return AuditSetting("TRL", version, RLOO_SETTING, loss, tokens_averaged=False)
 
 
 def settings() -> list[AuditSetting]:

@@ -70,8 +70,13 @@ def loss_setting(version: str, kl_loss_type: str, loss_agg_mode: str = "token-me
     def loss(batch: GroupBatch) -> torch.Tensor:
         return _ppo_loss(config, batch, torch.zeros_like(batch.logp))
 
-    name = f"use_kl_loss=True, kl_loss_type={kl_loss_type}, loss_agg_mode={loss_agg_mode}"
+    name = loss_name(kl_loss_type, loss_agg_mode)
     return AuditSetting("verl", version, name, loss, tokens_averaged=loss_agg_mode != "seq-mean-token-sum")
+
+
+def loss_name(kl_loss_type: str, loss_agg_mode: str) -> str:
+    """A KL-in-the-loss setting as the audit table names it."""
+    return f"use_kl_loss=True, kl_loss_type={kl_loss_type}, loss_agg_mode={loss_agg_mode}"
 
 
 def _library_function(path: str, name: str):
@@ -123,12 +128,18 @@ def reward_setting(version: str, kl_penalty: str, adv_estimator: str, rollout_is
             weights = _rollout_is_weights(batch, rollout_is)
         return _ppo_loss(config, batch, advantages, weights)
 
+    name = reward_name(kl_penalty, adv_estimator, False, rollout_is)
+    return AuditSetting("verl", version, name, loss, tokens_averaged=True)  # the policy term is a token mean
+
+
+def reward_name(kl_penalty: str, adv_estimator: str, norm_adv_by_std_in_grpo: bool, rollout_is: str | None) -> str:
+    """A KL-in-the-reward setting as the audit table names it (norm_adv_by_std_in_grpo only with grpo)."""
     name = f"use_kl_in_reward=True, kl_penalty={kl_penalty}, adv_estimator={adv_estimator}"
     if adv_estimator == "grpo":
-        name += ", norm_adv_by_std_in_grpo=False"
+        name += f", norm_adv_by_std_in_grpo={norm_adv_by_std_in_grpo}"
     if rollout_is is not None:
         name += f", rollout_correction.rollout_is={rollout_is}"
-    return AuditSetting("verl", version, name, loss, tokens_averaged=True)  # the policy term is a token mean
+    return name
 
 
 def _rollout_is_weights(batch: GroupBatch, level: str) -> torch.Tensor:

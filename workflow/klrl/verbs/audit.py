@@ -6,6 +6,11 @@ environment is built is audited and the others are named on stderr; --library na
 repeated, several) and a missing environment is one line naming its make target. The README block
 `<!-- audit:begin -->` … `<!-- audit:end -->` needs every library: it is this command's table and
 the one-line reasons for the libraries without an adapter, under the line naming the command.
+
+--config FILE reads a user's own config of one library (`klrl.audit.user_config`: TRL's GRPOConfig
+or RLOOConfig fields, verl's Hydra YAML, OpenRLHF's train_ppo_ray flags) and prints the audited
+setting it is, that setting's row, and the library's settings whose on-policy gradient is the
+sequence's reverse KL's; or one line when the file applies no KL term.
 """
 
 from __future__ import annotations
@@ -22,7 +27,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--library", action="append", help="TRL, verl or OpenRLHF (repeatable; default: every one built)"
     )
     parser.add_argument("--out", type=Path, help="CSV to write (one row per library setting and mode)")
-    parser.add_argument("--readme", type=Path, help="README whose audit block to rewrite (audits every library)")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--readme", type=Path, help="README whose audit block to rewrite (audits every library)")
+    source.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="a config file of TRL (GRPOConfig/RLOOConfig fields, YAML or JSON), verl (Hydra YAML) or OpenRLHF "
+        "(train_ppo_ray flags, or a script running it): its setting's row and what gives the sequence's reverse "
+        "KL's gradient (--library: which library the file is, if its keys do not tell)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the toy problem (πθ, πref, μ)")
     parser.add_argument("--vocab", type=int, default=3, help="vocabulary size V")
     parser.add_argument("--horizon", type=int, default=4, help="sequence length T")
@@ -35,6 +49,9 @@ def run(args: argparse.Namespace) -> None:
     from klrl.reports.readme_blocks import rewrite
     from klrl.toy.bias import write_csv
 
+    if args.config:
+        config(args)
+        return
     if args.library:
         libraries, skip_missing = [library_name(name) for name in args.library], False
     else:
@@ -56,3 +73,27 @@ def run(args: argparse.Namespace) -> None:
     if args.readme:
         args.readme.write_text(rewrite(args.readme.read_text(), readme_block(rows)))
         print(f"{args.readme}: audit block rewritten")
+
+
+def config(args: argparse.Namespace) -> None:
+    """--config: the file's setting, its row and the advice, or one line when it applies no KL term."""
+    from klrl.audit.gradients import COLUMNS
+    from klrl.audit.libraries import library_name, library_rows
+    from klrl.audit.report import setting_report
+    from klrl.audit.user_config import read_setting
+    from klrl.toy.bias import write_csv
+
+    if args.library and len(args.library) > 1:
+        raise ValueError("--config: one --library at most (the library the file is)")
+    library, setting, no_kl = read_setting(args.config, library_name(args.library[0]) if args.library else None)
+    if setting is None:
+        print(f"{args.config}: {library} applies no KL term ({no_kl}): nothing to audit")
+        return
+    try:
+        rows = library_rows(library, args.vocab, args.horizon, args.seed, setting)
+    except ValueError as error:
+        raise ValueError(f"{args.config}: {error}") from None
+    print(setting_report(str(args.config), setting, rows), end="")
+    if args.out:
+        write_csv(rows, args.out, COLUMNS)
+        print(f"wrote {len(rows)} rows to {args.out}")
