@@ -36,7 +36,7 @@ def test_ui_without_a_store_says_to_run_the_grid_first(tmp_path, capsys, monkeyp
     reason="Debian's chromium is not installed (CI sets KLRL_REQUIRE_BROWSER=1 and installs it)",
 )
 def test_the_printed_address_opens_the_runs_table_in_a_fresh_profile(tmp_path, monkeypatch):
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     store = f"sqlite:///{tmp_path}/mlflow.db"
@@ -72,7 +72,8 @@ def test_the_printed_address_opens_the_runs_table_in_a_fresh_profile(tmp_path, m
             page.locator("[role=row]", has=parent).locator("button[data-component-id*=runnamecellrenderer]").wait_for(
                 timeout=120_000
             )
-            assert page.get_by_text("Training runs", exact=True).is_visible()
+            # the tab's label may render after the rows on a loaded machine: waited for, not polled once
+            expect(page.get_by_text("Training runs", exact=True)).to_be_visible(timeout=60_000)
             assert "/runs" in page.url
             browser.close()
     finally:
