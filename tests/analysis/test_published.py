@@ -69,6 +69,21 @@ def test_readme_results_names_what_it_lacks_in_one_line(tmp_path, capsys):
     assert readme.read_text() == README
 
 
+def test_the_collapse_scenario_fitted_to_published_tables_is_the_one_the_runs_tables_give(tmp_path):
+    """`klrl power collapse --tables` reads a run's published tables as it reads the run's own: the
+    same seed SD, base rate, seeds, problems and per-configuration collapse probabilities."""
+    from klrl.analysis.family_simulation import fit_collapse
+
+    tables = write_grid(tmp_path / "grid")
+    published = tmp_path / "published"
+    assert (
+        main(["readme-results", "--tables", str(tables), *RUN, "--experiment", "syn", "--publish", str(published)]) == 0
+    )
+    scenario, collapse = fit_collapse(published)
+    assert (scenario, collapse) == fit_collapse(tables)
+    assert sorted(collapse) == [0.0] * 16 + [0.5] + [1.0] * 4 and (scenario.seeds, scenario.problems) == (2, 12)
+
+
 PUBLISHED = sorted(path.parent for path in (ROOT / "docs" / "results").glob("*/seeds.csv"))
 
 

@@ -14,8 +14,8 @@ Holm-corrected. `klrl power collapse` and the planted-effect tests measure with 
     survivor_rate     how often a null mean row whose collapsing side kept a given number of
                       survivors, spread wider than the pool, is decisive alone: by the table's
                       rule, or with the survivors' variance taken from the pool (the rule before)
-    fit_collapse      a scenario fitted to a run's tables: its seed SD, base rate, seeds, and
-                      each configuration's collapse probability
+    fit_collapse      a scenario fitted to a run's tables or its published tables: its seed
+                      SD, base rate, seeds, and each configuration's collapse probability
     collapse_report   the false-decision rates, coverage and power on grids like a scenario, and
                       the replaced rules' false-decision rates (`klrl power collapse`)
 Survivors of a collapsing configuration may spread wider than stable configurations' seeds
@@ -37,7 +37,8 @@ from klrl.analysis.contrasts import SeedPool, Variance, contrast
 from klrl.analysis.family import ALPHA, DECISIVE, mean_test
 from klrl.analysis.outcomes import below_collapse
 from klrl.analysis.simulation import Scenario, simulate_grid
-from klrl.analysis.verdicts import MIN_SURVIVORS, TermScores, decide_family, tested_row
+from klrl.analysis.published import PublishedResults, is_published
+from klrl.analysis.verdicts import MIN_SURVIVORS, TermScores, decide_family, tested_row, variance_rows
 
 GREATER = Claim("planted-greater", "first > second", (Term(1, "first"), Term(-1, "second")), "in", "greater")
 COLLAPSES_MORE = Claim(
@@ -160,23 +161,13 @@ def pooled_false(scenario: Scenario, effects: list[float], collapse: list[float]
 
 
 def fit_collapse(tables: Path) -> tuple[Scenario, list[float]]:
-    """A scenario and the per-configuration collapse probabilities of a run, from its tables:
-    in domain, a seed collapsed when its cell diverged or its pass@1 is below half the base's
-    (klrl.analysis.outcomes); the seed SD is the variance table's (pooled over seeds that did not
-    collapse), the base rate the median pass@1 of those seeds, the seeds the most any
-    configuration has, the problems the evaluation set's. Cells not trained are left out."""
-    scores, main = pd.read_csv(tables / "scores.csv"), pd.read_csv(tables / "main.csv")
-    variance = pd.read_csv(tables / "variance.csv")
-    in_domain = variance[variance["domain"] == "in"]
-    if in_domain.empty or main[main["domain"] == "in"].empty:
-        raise ValueError(f"{tables}: no in-domain rows in variance.csv and main.csv to fit a collapse scenario to")
-    task = in_domain["task"].iloc[0]
-    cells = scores[
-        ((scores["task"] == task) | scores["task"].isna()) & scores["status"].isin(["completed", "diverged"])
-    ]
-    cells = cells.drop_duplicates("cell")  # a cell never evaluated has one row, task empty
-    below = np.array([below_collapse(s, b) for s, b in zip(cells["pass@1"], cells["base_pass@1"])], dtype=bool)
-    cells = cells.assign(collapsed=(cells["status"] == "diverged").to_numpy() | below)
+    """A scenario and the per-configuration collapse probabilities of a run, from its tables
+    (results/<experiment>/tables) or its published tables (docs/results/<experiment>,
+    klrl.analysis.published): in domain, a seed collapsed when its cell diverged or its pass@1 is
+    below half the base's (klrl.analysis.outcomes); the seed SD is the variance table's (pooled over
+    seeds that did not collapse), the base rate the median pass@1 of those seeds, the seeds the most
+    any configuration has, the problems the evaluation set's. Cells not trained are left out."""
+    cells, in_domain = _published_cells(tables) if is_published(tables) else _run_cells(tables)
     per_config = cells.groupby(["model", "kl", "beta", "policy", "lag"])["collapsed"].agg(["mean", "size"])
     healthy = cells.loc[~cells["collapsed"], "pass@1"].dropna()
     scenario = Scenario(
@@ -186,6 +177,35 @@ def fit_collapse(tables: Path) -> tuple[Scenario, list[float]]:
         seeds=int(per_config["size"].max()),
     )
     return scenario, [float(q) for q in per_config["mean"]]
+
+
+def _in_domain_cells(tables: Path, rows: pd.DataFrame, variance: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`rows` (a row per cell × evaluation task) cut to the trained cells' in-domain rows, one per
+    cell, and the variance table's in-domain row."""
+    in_domain = variance[variance["domain"] == "in"]
+    if in_domain.empty:
+        raise ValueError(f"{tables}: no in-domain rows in the variance table to fit a collapse scenario to")
+    task = in_domain["task"].iloc[0]
+    trained = ((rows["task"] == task) | rows["task"].isna()) & rows["status"].isin(["completed", "diverged"])
+    return rows[trained].drop_duplicates("cell"), in_domain  # a cell never evaluated has one row, task empty
+
+
+def _run_cells(tables: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A run's tables: scores.csv's rows, collapsed as klrl.analysis.outcomes judges them."""
+    scores, main = pd.read_csv(tables / "scores.csv"), pd.read_csv(tables / "main.csv")
+    if main[main["domain"] == "in"].empty:
+        raise ValueError(f"{tables}: no in-domain rows in main.csv to fit a collapse scenario to")
+    cells, in_domain = _in_domain_cells(tables, scores, pd.read_csv(tables / "variance.csv"))
+    below = np.array([below_collapse(s, b) for s, b in zip(cells["pass@1"], cells["base_pass@1"])], dtype=bool)
+    return cells.assign(collapsed=(cells["status"] == "diverged").to_numpy() | below), in_domain
+
+
+def _published_cells(tables: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A run's published tables: seeds.csv's rows with the collapse flags published beside them,
+    and the variance table computed again from them."""
+    variance = pd.DataFrame(variance_rows(PublishedResults(tables)))
+    cells, in_domain = _in_domain_cells(tables, pd.read_csv(tables / "seeds.csv"), variance)
+    return cells.assign(collapsed=cells["collapsed"].astype(bool)), in_domain
 
 
 def collapse_report(

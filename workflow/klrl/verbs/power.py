@@ -23,7 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grids", type=int, default=400, help="synthetic grids per estimate")
     parser.add_argument("--random-seed", type=int, default=0)
     parser.add_argument(
-        "--tables", type=Path, help="collapse: fit the scenario to a run's tables (results/<experiment>/tables)"
+        "--tables",
+        type=Path,
+        help="collapse: fit the scenario to a run's tables (results/<experiment>/tables) or published tables (docs/results/<experiment>)",
     )
     parser.add_argument(
         "--collapse",
