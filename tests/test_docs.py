@@ -272,8 +272,11 @@ def work_words(name: str, text: str) -> list[str]:
 
 
 def tracked_text_files() -> list[str]:
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True)
-    if listed.returncode != 0:  # a copy without .git (the release-tarball suite): every file there
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True)
+    except FileNotFoundError:  # no git on this machine
+        listed = None
+    if listed is None or listed.returncode != 0:  # a copy without .git (the release-tarball suite): its files
         return [str(path.relative_to(ROOT)) for path in ROOT.rglob("*") if path.is_file()]
     return [name for name in listed.stdout.split("\0") if name]
 
