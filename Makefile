@@ -200,14 +200,14 @@ audit-env:
 
 # Each library's tests in its venv, without the main suite's conftest (which needs the project's
 # whole venv): the audit's rows against klrl's exact values, and planted bugs caught. Then, in the
-# project's venv, the README's audit block against a fresh audit of every library (marker
+# project's venv, docs/audit.md's audit block against a fresh audit of every library (marker
 # audit_envs: the main and quick suites leave it to this target).
 test-audit: $(AUDIT_STAMPS) $(STAMP)
 	@status=0; start=$$(date +%s); for library in $(AUDIT_LIBRARIES); do \
 		echo "--- tests/audit/test_$$library.py in .venv-audit-$$library:"; \
 		PYTHONPATH=workflow KLRL_REQUIRE_AUDIT_ENV=1 .venv-audit-$$library/bin/python -m pytest --noconftest -p no:cacheprovider \
 			-o addopts=--strict-markers $(DURATIONS) tests/audit/test_$$library.py || status=1; \
-	done; echo "--- the README's audit block against a fresh run of every library:"; \
+	done; echo "--- docs/audit.md's audit block against a fresh run of every library:"; \
 	$(BIN)/python -m pytest -m audit_envs -p no:cacheprovider $(DURATIONS) tests/audit/test_audit.py || status=1; \
 	echo "--- the audit suites took $(call elapsed,$$start)"; exit $$status
 
@@ -225,7 +225,7 @@ run: $(STAMP)
 cells: $(STAMP)
 	$(BIN)/python -m klrl cells --config $(CONFIG)
 
-# The README's figures (docs/figures/, tracked) from a finished run's results/<experiment>/figures/;
+# The figures of README.md and docs/ (docs/figures/, tracked) from a finished run's results/<experiment>/figures/;
 # no run ever writes tracked files, so this copy is the only way they change.
 # FIGURES: where they go (the SmolLM2 run's: FIGURES=docs/figures/smollm2).
 EXPERIMENT ?= default
@@ -236,7 +236,7 @@ readme-figures:
 	mkdir -p $(FIGURES)
 	cp results/$(EXPERIMENT)/figures/*.png $(FIGURES)/
 
-# The README's results (claim verdicts, main table, Table 1) and figures from a finished run of
+# docs/results.md's results (claim verdicts, main table, Table 1) and figures from a finished run of
 # CONFIG: make readme-results CONFIG=config/study.yaml EXPERIMENT=study RUN_TIME="1 h 50 min on 2 cores".
 # CONTRAST=<experiment> also writes the contrast block: each claim whose verdict differs between
 # that run and this one (the SmolLM2 run's: CONTRAST=study).
@@ -258,7 +258,7 @@ endif
 publish-results: $(STAMP)
 	$(BIN)/python -m klrl readme-results --tables results/$(EXPERIMENT)/tables --experiment $(EXPERIMENT) --config $(CONFIG) --run-time "$(RUN_TIME)" --publish docs/results/$(EXPERIMENT)
 
-# The README's MLflow UI screenshots (docs/figures/mlflow_*.png): CELLS' runs compared, from a
+# docs/results.md's MLflow UI screenshots (docs/figures/mlflow_*.png): CELLS' runs compared, from a
 # finished run of EXPERIMENT (make readme-screenshots EXPERIMENT=study CELLS="cell1 cell2 ...").
 readme-screenshots: $(STAMP) browser
 	$(BIN)/python -m klrl ui-screenshots --experiment $(EXPERIMENT) --cells $(CELLS)

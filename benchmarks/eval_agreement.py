@@ -7,8 +7,8 @@ unbiased estimates of the same pass@1, from independent samples, so their per-pr
 difference has mean 0; the script prints both scores, the paired standard error of the
 difference and its z-score, then lm-eval's time split (generation against overhead).
 
-    .venv/bin/python benchmarks/eval_agreement.py --model results/base/tiny/model \
-        --data-dir results/data --task arith --problems 250 --samples 8
+    .venv/bin/python benchmarks/eval_agreement.py --model results/bases/tiny-<hash>/model \
+        --data-dir results/default/data --task arith --problems 250 --samples 8
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Checkpoint files one by one: crafted, corrupt, of an older klrl, and the RNG states they
 carry (the faults at known points of a training run are in tests/test_faults.py, which counts
-these cases for the README)."""
+these cases for docs/reliability.md)."""
 
 import os
 import pickle

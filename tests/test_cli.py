@@ -1,4 +1,4 @@
-"""The command line: verbs listed, toy-bias writes its CSV, the README tables are generated."""
+"""The command line: verbs listed, toy-bias writes its CSV, the tables of docs/audit.md are generated."""
 
 import csv
 import subprocess
@@ -100,6 +100,6 @@ def test_toy_bias_writes_one_row_per_config_and_mode(tmp_path):
 
 
 @pytest.mark.slow
-def test_readme_toy_table_equals_a_fresh_run(repo_root):
-    readme = (repo_root / "README.md").read_text()
-    assert markdown_summary(toy_rows()) in readme
+def test_the_toy_table_of_docs_audit_equals_a_fresh_run(repo_root):
+    page = (repo_root / "docs" / "audit.md").read_text()
+    assert markdown_summary(toy_rows()) in page

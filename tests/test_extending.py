@@ -1,4 +1,4 @@
-"""README "How to add an estimator, a task, a model or a figure", each recipe followed with a
+"""docs/extending.md, "How to add an estimator, a task, a model or a figure": each recipe followed with a
 dummy one: what the recipe's steps give, and the named error when a step is left out."""
 
 import json

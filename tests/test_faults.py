@@ -1,7 +1,7 @@
 """Fault injection: kills, crashes at known points, torn, empty and crafted files, two writers.
 
 Every case ends in one of two ways: the final weights and metrics (or evaluation results) equal
-an uninterrupted run's, or a clear one-line refusal. The counts the README's "Reliability"
+an uninterrupted run's, or a clear one-line refusal. The counts docs/reliability.md's fault suite
 section states are computed from this file's lists and tests/test_hostile_inputs.py's
 (`suite_counts`, with tests/test_grading_faults.py's and tests/test_grid_faults.py's), written there by
 tests/fault_counts.py and checked against it.
@@ -284,7 +284,7 @@ def test_kill_9_during_evaluate_then_a_rerun_equals_an_uninterrupted_one(whole, 
     ).read_text()
 
 
-# --- the README's numbers
+# --- the numbers of docs/reliability.md
 
 
 DEAD_LOCKS = 1
@@ -314,9 +314,9 @@ def suite_counts() -> dict[str, int]:
     return {"faults": faults, "hostile": hostile}
 
 
-def test_the_readme_states_the_suites_counts(repo_root):
-    """The README holds what `python tests/fault_counts.py` writes (run it after changing the suite)."""
+def test_the_reliability_page_states_the_suites_counts(repo_root):
+    """docs/reliability.md holds what `python tests/fault_counts.py` writes (run it after changing the suite)."""
     from fault_counts import with_counts
 
-    readme = (repo_root / "README.md").read_text()
-    assert readme == with_counts(readme, suite_counts())
+    page = (repo_root / "docs" / "reliability.md").read_text()
+    assert page == with_counts(page, suite_counts())

@@ -50,8 +50,8 @@ def test_the_gpu_pins_resolve_with_the_projects_against_the_package_index(tmp_pa
     assert "snakemake-executor-plugin-slurm" not in versions and any(name.startswith("nvidia-") for name in versions)
 
 
-def test_the_readme_states_each_pin_the_gpu_install_moves_and_the_package_it_removes():
-    readme = (ROOT / "README.md").read_text().replace("\n", " ")
+def test_the_runbook_states_each_pin_the_gpu_install_moves_and_the_package_it_removes():
+    readme = (ROOT / "docs" / "paper-scale.md").read_text().replace("\n", " ")
     constraints = dict(
         line.split("==") for line in (ROOT / "requirements" / "constraints.txt").read_text().split() if "==" in line
     )

@@ -2,7 +2,7 @@
 
 A bad data row is refused when read, naming `file:line`; a hostile completion scores 0 within
 its per-item and per-batch bounds; a user's mistake is one line. tests/test_faults.py counts
-these lists for the README's "Reliability" section.
+these lists for docs/reliability.md's fault suite.
 """
 
 import json

@@ -212,7 +212,7 @@ def test_the_cluster_run_equals_the_local_run(cluster, slurm_run, tmp_path):
     assert result.returncode == 0, result.stderr[-5000:]
     for table in ("main.csv", "scores.csv"):
         pd.testing.assert_frame_equal(_table(slurm_run, table), _table(local, table), check_exact=True)
-    for cell in expand_grid(CONFIG).values():  # each job's own log, where the README says
+    for cell in expand_grid(CONFIG).values():  # each job's own log, where docs/troubleshooting.md says
         for rule in ("train", "evaluate"):
             assert (slurm_run / _outputs(slurm_run) / "logs" / rule / f"{cell.id}.log").stat().st_size > 0
 

@@ -1,4 +1,4 @@
-"""A claim's verdict from all its rows (klrl.analysis.family.claim_verdict), as the README's claims
+"""A claim's verdict from all its rows (klrl.analysis.family.claim_verdict), as docs/results.md's claims
 block states and shows it: a claim about every β is reproduced only when every row is."""
 
 import numpy as np

@@ -1,6 +1,6 @@
 """klrl.analysis.preregistration and klrl.core.provenance: the plan hashed before the first cell trains, recorded again only
 when it changes, compared with what the analysis ran; every commit a run's cells trained at with
-their count and dates; both named in the README's generated blocks."""
+their count and dates; both named in the generated blocks of docs/results.md."""
 
 import json
 
@@ -27,7 +27,7 @@ def _readme_results(tables, readme):
             str(tables),
             "--experiment",
             "syn",
-            "--readme",
+            "--doc",
             str(readme),
             "--config",
             "config/config.yaml",

@@ -1,5 +1,5 @@
 """A run's published tables (klrl.analysis.published): written from a run's results, small and the
-same bytes each time, and the README blocks computed again from them are byte for byte the
+same bytes each time, and the results blocks computed again from them are byte for byte the
 blocks a run's own tables give (the synthetic default grid of tests/synthetic_grid.py)."""
 
 import gzip
@@ -22,7 +22,7 @@ RUN = ["--config", "config/config.yaml", "--run-time", "1 min on 2 cores"]
 def _blocks(tmp_path, name: str, *source: str) -> str:
     readme = tmp_path / f"{name}.md"
     readme.write_text("before\n" + README + "after\n")
-    assert main(["readme-results", *source, "--experiment", "syn", "--readme", str(readme)]) == 0
+    assert main(["readme-results", *source, "--experiment", "syn", "--doc", str(readme)]) == 0
     return readme.read_text()
 
 
@@ -38,7 +38,7 @@ def test_blocks_from_the_published_tables_are_the_runs_byte_for_byte(tmp_path, c
     readme = tmp_path / "contrast.md"
     readme.write_text(README + "<!-- contrast:syn:begin -->\n<!-- contrast:syn:end -->\n")
     source = ["--published", str(published), "--contrast", str(published)]
-    assert main(["readme-results", *source, "--experiment", "syn", "--readme", str(readme)]) == 0
+    assert main(["readme-results", *source, "--experiment", "syn", "--doc", str(readme)]) == 0
     assert f"--contrast {published}` from the two runs' `claims.csv`: of the 14 claims tested in both, the 0 " in (
         readme.read_text()
     )
@@ -62,9 +62,9 @@ def test_blocks_from_the_published_tables_are_the_runs_byte_for_byte(tmp_path, c
 def test_readme_results_names_what_it_lacks_in_one_line(tmp_path, capsys):
     readme = tmp_path / "README.md"
     readme.write_text(README)
-    assert main(["readme-results", "--published", str(tmp_path), "--experiment", "syn", "--readme", str(readme)]) == 2
+    assert main(["readme-results", "--published", str(tmp_path), "--experiment", "syn", "--doc", str(readme)]) == 2
     assert f"{tmp_path}: no seeds.csv (publish a run's tables" in capsys.readouterr().err
-    assert main(["readme-results", "--tables", str(tmp_path), "--experiment", "syn", "--readme", str(readme)]) == 2
+    assert main(["readme-results", "--tables", str(tmp_path), "--experiment", "syn", "--doc", str(readme)]) == 2
     assert "--tables needs --config and --run-time" in capsys.readouterr().err
     assert readme.read_text() == README
 
@@ -88,11 +88,11 @@ PUBLISHED = sorted(path.parent for path in (ROOT / "docs" / "results").glob("*/s
 
 
 @pytest.mark.parametrize("published", PUBLISHED, ids=[path.name for path in PUBLISHED])
-def test_the_readmes_blocks_regenerate_from_the_published_tables_byte_for_byte(published, tmp_path):
-    """Every experiment published in docs/results/: its README blocks, computed again from its
-    published tables by the code of this commit, are the committed README's."""
-    readme = tmp_path / "README.md"
-    shutil.copy(ROOT / "README.md", readme)
-    source = ["--published", str(published), "--experiment", published.name, "--readme", str(readme)]
+def test_the_results_pages_blocks_regenerate_from_the_published_tables_byte_for_byte(published, tmp_path):
+    """Every experiment published in docs/results/: its blocks, computed again from its published
+    tables by the code of this commit, are the committed docs/results.md's."""
+    readme = tmp_path / "results.md"
+    shutil.copy(ROOT / "docs" / "results.md", readme)
+    source = ["--published", str(published), "--experiment", published.name, "--doc", str(readme)]
     assert main(["readme-results", *source]) == 0
-    assert readme.read_text() == (ROOT / "README.md").read_text()
+    assert readme.read_text() == (ROOT / "docs" / "results.md").read_text()

@@ -11,7 +11,8 @@ from klrl.analysis.family_simulation import GREATER, Design, decide_grid, simula
 from klrl.analysis.simulation import Scenario, simulate_grid
 from klrl.analysis.verdicts import MIN_SURVIVORS
 
-# The study's shape: its configurations' collapse probabilities, seeds, seed SD and base pass@1
+# The study's shape: its configurations' collapse probabilities, seeds, seed SD and the median pass@1
+# of its configurations that did not collapse (the rate without effect)
 # (docs/statistics.md's power:collapse block, fitted to its tables).
 STUDY = Scenario(base_rate=0.71, seed_sd=0.0558, seeds=11, problems=150)
 COLLAPSE = (0, 0.73, 1, 1, 0, 0, 1, 0, 0, 0.73, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.18, 1, 0, 0, 0.36, 0)

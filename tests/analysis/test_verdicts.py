@@ -355,5 +355,5 @@ def _readme_results(root, readme, config, run_time, *extra):
     """`klrl readme-results` on the study tables under `root`, into `readme`."""
     from klrl.cli import main
 
-    tables = ["--tables", str(root / "tables"), "--experiment", "study", "--readme", str(readme)]
+    tables = ["--tables", str(root / "tables"), "--experiment", "study", "--doc", str(readme)]
     return main(["readme-results", *tables, "--config", config, "--run-time", run_time, *extra])

@@ -2,7 +2,7 @@
 mismatch, klrl's own exact gradient with that engine), planted bugs are caught (a KL term under
 no_grad reads as a zero gradient, a flipped sign as biased), TRL's settings estimate the gradients
 the registry names, a library whose environment is missing is one line naming its make target, a
-mistake in the worker comes back as its own line, and the README's block is a fresh run's (verl's
+mistake in the worker comes back as its own line, and the block of docs/audit.md is a fresh run's (verl's
 and OpenRLHF's from their own environments)."""
 
 import importlib.util
@@ -10,7 +10,7 @@ import importlib.util
 import pytest
 import torch
 
-from klrl.audit.report import markdown, readme_block
+from klrl.audit.report import doc_block, markdown
 from klrl.audit import libraries
 from klrl.audit.gradients import AuditSetting, audit_rows, engine_theta, expected_gradient
 from klrl.objective.kl_config import KLConfig
@@ -119,7 +119,7 @@ def test_trl_settings_estimate_the_gradients_the_registry_names(trl_rows):
 
 @pytest.mark.slow
 @pytest.mark.audit_envs
-def test_readme_audit_block_equals_a_fresh_run(repo_root):
+def test_the_audit_block_of_docs_audit_equals_a_fresh_run(repo_root):
     pytest.importorskip("trl")
     rows = []
     for library in libraries.ADAPTERS:
@@ -127,7 +127,7 @@ def test_readme_audit_block_equals_a_fresh_run(repo_root):
             rows += libraries.library_rows(library, 3, 4, 0)
         except ValueError as error:
             pytest.skip(str(error))  # make test builds every environment first
-    assert readme_block(rows) in (repo_root / "README.md").read_text()
+    assert doc_block(rows) in (repo_root / "docs" / "audit.md").read_text()
 
 
 @pytest.mark.audit_envs

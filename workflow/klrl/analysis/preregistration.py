@@ -144,7 +144,7 @@ def verify(source: str) -> list[str]:
     """Each recorded plan of `source` checked against the plan stored with it: a plans.jsonl
     (every line, or `FILE:LINE` for one) or a plan.json (the workflow's; or the analysis'
     tables/plan.json, published with the run, which also holds every plan the workflow recorded:
-    the plan a README block names). One line per record saying it verifies; ValueError naming the
+    the plan a block of docs/results.md names). One line per record saying it verifies; ValueError naming the
     first record whose stored plan does not hash to its recorded hash, or that stores none."""
     path, _, line = source.rpartition(":") if source.rpartition(":")[2].isdigit() else (source, "", "")
     path = Path(path)

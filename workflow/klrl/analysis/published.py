@@ -1,4 +1,4 @@
-"""A run's published tables: what the README's blocks are computed from, kept in the repository
+"""A run's published tables: what the blocks of docs/results.md are computed from, kept in the repository
 (docs/results/<experiment>/) so the blocks regenerate without the run's files or a re-run.
 
 `publish` writes, from a run's results folder and its tables (klrl.analysis.tables):

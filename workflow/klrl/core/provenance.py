@@ -5,7 +5,7 @@ trainer ran from, `finished`: UTC, ISO 8601). The code's commit is read from git
 in a source archive made by `git archive` (a release tarball), which has no .git, from
 ARCHIVE_COMMIT, which git fills in as it writes the archive (export-subst in .gitattributes);
 anywhere else it is NOT_A_CHECKOUT. `commit_rows` groups a run's cells by commit,
-with the count and the first and last finishing dates, so a generated README block can name
+with the count and the first and last finishing dates, so a generated block of docs/results.md can name
 every commit its cells ran at; cells whose status.json predates these fields count as `unrecorded`.
 """
 

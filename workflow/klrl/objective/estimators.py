@@ -8,7 +8,7 @@ not say it). A `Correction` is an off-policy importance weighting with its claim
 with its colour. Everything else is derived from these: `klrl.objective.kl_config.KLConfig` validates
 against them, `klrl.objective.kl.token_kl` computes `Estimator.value`, `klrl.objective.gradient_claims` states the
 claims, the figures colour by `STANDARD_CONFIGS`; `check_registry` (run on import) names what a new
-entry is missing. README "How to add an estimator" says what else to regenerate.
+entry is missing. docs/extending.md, "An estimator", says what else to regenerate.
 
 This module is imported when Snakemake builds the DAG, so it imports no torch: the value
 functions use tensor methods only.

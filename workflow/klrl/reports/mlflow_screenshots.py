@@ -1,4 +1,4 @@
-"""`klrl ui-screenshots`: the MLflow UI for the README, two configurations' curves compared.
+"""`klrl ui-screenshots`: the MLflow UI for docs/results.md, two configurations' curves compared.
 
     python -m klrl ui-screenshots --experiment study \
         --cells tiny__k1-reward__b1__on__s0 tiny__k1-reward__b1__on__s1 tiny__k1-loss__b1__on__s0 tiny__k1-loss__b1__on__s1

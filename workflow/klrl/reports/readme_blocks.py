@@ -1,6 +1,6 @@
-"""`klrl readme-results`: the README's results, generated from a run's tables.
+"""`klrl readme-results`: the results blocks of docs/results.md, generated from a run's tables.
 
-Blocks belong to one experiment (results/<experiment>/), so the README can hold several runs.
+Blocks belong to one experiment (results/<experiment>/), so one page can hold several runs.
 Rewrites the block between `<!-- claims:EXPERIMENT:begin -->` and `<!-- claims:EXPERIMENT:end -->`
 with each claim's verdict from all its rows (klrl.analysis.family.claim_verdict, its rule stated in
 the block), then one line per row of `claims.csv` (klrl.analysis.verdicts): the paper's claim, the verdict computed
@@ -40,7 +40,7 @@ def _where(row: pd.Series) -> str:
 
 
 def claim_line(row: pd.Series) -> str:
-    """One README line for one row of the claims table."""
+    """One line for one row of the claims table."""
     if row["verdict"] == "not in this grid":
         return f"- {row['paper']}: **not in this grid** (needs {row['comparison']})."
     head = f"- {row['paper']}: **{row['verdict']}**, {row['comparison']} on {_where(row)}: "
@@ -185,11 +185,11 @@ def marked_block(marker: str, lines: list[str]) -> str:
 
 def rewrite(readme: str, block: str) -> str:
     """`readme` with the block of the same markers as `block` (its first and last lines) replaced;
-    ValueError if the README lacks them or has them out of order."""
+    ValueError if the text lacks them or has them out of order."""
     begin, end_marker = block.splitlines()[0], block.splitlines()[-1]
     start, end = readme.find(begin), readme.find(end_marker)
     if start < 0 or end < start:
-        raise ValueError(f"README: no {begin} … {end_marker} block to rewrite")
+        raise ValueError(f"no {begin} … {end_marker} block to rewrite")
     return readme[:start] + block + readme[end + len(end_marker) :]
 
 
@@ -206,7 +206,7 @@ def rewrite_readme(
     """Rewrite `readme`'s claims block of `experiment` and each of its table blocks from the run's
     `tables`, and with `contrast` (another run's tables; `contrast_source`: the published tables they
     were computed from, named in the block) its contrast block; the number of table
-    blocks. ValueError, with the README untouched, when the claims table, a table a block names, or
+    blocks. ValueError, with the file untouched, when the claims table, a table a block names, or
     a block's markers are missing."""
     path = tables / "claims.csv"
     if not path.is_file():
@@ -219,7 +219,7 @@ def rewrite_readme(
     for name in names:
         table = tables / f"{name}.md"
         if not table.is_file():
-            raise ValueError(f"{table}: the README has a table:{experiment}:{name} block but the run has no such table")
+            raise ValueError(f"{table}: the page has a table:{experiment}:{name} block but the run has no such table")
         blocks.append(
             table_block(experiment, name, table.read_text(), provenance(f"{name}.md", config, run_time, run_line))
         )

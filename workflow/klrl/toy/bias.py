@@ -95,7 +95,7 @@ def write_csv(rows: list[dict], path: Path, columns: tuple[str, ...] = COLUMNS) 
 
 
 def markdown_summary(rows: list[dict]) -> str:
-    """The README's table: relative bias and standard deviation per configuration and mode."""
+    """The table of docs/audit.md: relative bias and standard deviation per configuration and mode."""
     by_key = {(row["config"], row["mode"]): row for row in rows}
     lines = ["| config | rel_bias on | rel_bias off | rel_std on | rel_std off |", "|---|---|---|---|---|"]
     for name in dict.fromkeys(row["config"] for row in rows):

@@ -1,6 +1,6 @@
 """An MLflow tracking server over a store, on a free port of 127.0.0.1 (or the one given), for as
 long as a `with` block lasts, and the stopping of a server's whole process group: the PostgreSQL
-tracking server (klrl.tracking.server), `klrl ui`, the README's UI screenshots and the tests that
+tracking server (klrl.tracking.server), `klrl ui`, the UI screenshots of docs/results.md and the tests that
 read a run's store through the REST API and the UI."""
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""`klrl audit`: the audit table (and CSV) of each library's KL settings, and the README's block.
+"""`klrl audit`: the audit table (and CSV) of each library's KL settings, and the block of docs/audit.md.
 
 Each library runs where it is installed: TRL in the project's venv, verl and OpenRLHF each in its
 own environment (`make audit-env LIBRARY=verl|openrlhf`). Without --library, every library whose
 environment is built is audited and the others are named on stderr; --library names one (or,
-repeated, several) and a missing environment is one line naming its make target. The README block
+repeated, several) and a missing environment is one line naming its make target. The block
 `<!-- audit:begin -->` … `<!-- audit:end -->` needs every library: it is this command's table and
 the one-line reasons for the libraries without an adapter, under the line naming the command.
 
@@ -28,7 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", type=Path, help="CSV to write (one row per library setting and mode)")
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--readme", type=Path, help="README whose audit block to rewrite (audits every library)")
+    source.add_argument(
+        "--doc", type=Path, help="Markdown file whose audit block to rewrite, docs/audit.md (audits every library)"
+    )
     source.add_argument(
         "--config",
         type=Path,
@@ -45,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from klrl.audit.gradients import COLUMNS
     from klrl.audit.libraries import ADAPTERS, library_name, library_rows
-    from klrl.audit.report import markdown, readme_block
+    from klrl.audit.report import doc_block, markdown
     from klrl.reports.readme_blocks import rewrite
     from klrl.toy.bias import write_csv
 
@@ -55,7 +57,7 @@ def run(args: argparse.Namespace) -> None:
     if args.library:
         libraries, skip_missing = [library_name(name) for name in args.library], False
     else:
-        libraries, skip_missing = list(ADAPTERS), not args.readme
+        libraries, skip_missing = list(ADAPTERS), not args.doc
     rows = []
     for library in libraries:
         try:
@@ -70,9 +72,9 @@ def run(args: argparse.Namespace) -> None:
     if args.out:
         write_csv(rows, args.out, COLUMNS)
         print(f"wrote {len(rows)} rows to {args.out}")
-    if args.readme:
-        args.readme.write_text(rewrite(args.readme.read_text(), readme_block(rows)))
-        print(f"{args.readme}: audit block rewritten")
+    if args.doc:
+        args.doc.write_text(rewrite(args.doc.read_text(), doc_block(rows)))
+        print(f"{args.doc}: audit block rewritten")
 
 
 def config(args: argparse.Namespace) -> None:

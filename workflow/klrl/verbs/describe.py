@@ -1,5 +1,5 @@
 """`klrl describe`: what each KL configuration's expected gradient is, on- and off-policy
-(`klrl.objective.gradient_claims`); the README's table is this verb's output. With `--config FILE`
+(`klrl.objective.gradient_claims`); the table of docs/audit.md is this verb's output. With `--config FILE`
 it lists that grid's biased settings instead (`klrl.grid.biased_settings`, what Snakemake prints when it
 loads the config)."""
 

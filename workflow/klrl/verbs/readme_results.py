@@ -1,4 +1,4 @@
-"""`klrl readme-results` (`make readme-results`): the README's generated blocks of one experiment
+"""`klrl readme-results` (`make readme-results`): the generated blocks of one experiment in docs/results.md
 (claims, tables) rewritten from a finished run's tables, or computed again from the run's
 published tables (docs/results/<experiment>/, klrl.analysis.published) by the code of the
 moment; `--publish` writes those published tables from a run (klrl.reports.readme_blocks)."""
@@ -9,7 +9,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-HELP = "rewrite the README's results blocks from a run's tables or its published tables"
+HELP = "rewrite the results blocks of docs/results.md from a run's tables or its published tables"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,9 +21,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a run's published tables (docs/results/<experiment>): the blocks computed again from its scores",
     )
     parser.add_argument(
-        "--experiment", required=True, help="whose README blocks to rewrite (claims:EXPERIMENT, table:EXPERIMENT:NAME)"
+        "--experiment", required=True, help="whose blocks to rewrite (claims:EXPERIMENT, table:EXPERIMENT:NAME)"
     )
-    parser.add_argument("--readme", type=Path, default=Path("README.md"))
+    parser.add_argument(
+        "--doc", type=Path, default=Path("docs/results.md"), help="the Markdown file holding the blocks"
+    )
     parser.add_argument("--config", help="the config the run used, e.g. config/study.yaml (with --tables)")
     parser.add_argument("--run-time", help="the run's wall time, e.g. '2 h 41 min on 2 cores' (with --tables)")
     parser.add_argument(
@@ -39,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--publish",
         type=Path,
         help="with --tables: write the run's published tables to this folder (docs/results/<experiment>) "
-        "instead of rewriting the README",
+        "instead of rewriting the blocks",
     )
 
 
@@ -65,11 +67,11 @@ def run(args: argparse.Namespace) -> None:
             contrast = Path(scratch) / "contrast"
             regenerate(args.contrast, contrast)
         count = rewrite_readme(
-            args.readme, tables, args.experiment, config, run_time, args.commit, contrast, args.contrast
+            args.doc, tables, args.experiment, config, run_time, args.commit, contrast, args.contrast
         )
     contrast = f", and the contrast with {args.contrast}" if args.contrast else ""
     print(
-        f"{args.readme}: claims block and {count} table block(s) rewritten from {args.published or args.tables}{contrast}"
+        f"{args.doc}: claims block and {count} table block(s) rewritten from {args.published or args.tables}{contrast}"
     )
 
 

@@ -1,12 +1,12 @@
 """`klrl ui-screenshots` (`make readme-screenshots`): the MLflow UI comparing cells' curves, shot
-for the README (klrl.reports.mlflow_screenshots) from a server over the run's store."""
+for docs/results.md (klrl.reports.mlflow_screenshots) from a server over the run's store."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-HELP = "screenshots of the MLflow UI comparing cells' curves, for the README"
+HELP = "screenshots of the MLflow UI comparing cells' curves, for docs/results.md"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
