@@ -237,7 +237,9 @@ readme-figures:
 	cp results/$(EXPERIMENT)/figures/*.png $(FIGURES)/
 
 # docs/results.md's results (claim verdicts, main table, Table 1) and figures from a finished run of
-# CONFIG: make readme-results CONFIG=config/study.yaml EXPERIMENT=study RUN_TIME="1 h 50 min on 2 cores".
+# CONFIG: make readme-results CONFIG=config/study.yaml EXPERIMENT=study. The run time in the blocks is
+# the one the grid recorded as it ran (results/EXPERIMENT/wall_times.jsonl, klrl.grid.wall_time);
+# RUN_TIME="2 h 41 min on 2 cores" gives it instead, for a run made before the grid recorded it.
 # CONTRAST=<experiment> also writes the contrast block: each claim whose verdict differs between
 # that run and this one (the SmolLM2 run's: CONTRAST=study).
 # FROM=published: the blocks computed again from the run's published tables in docs/results/EXPERIMENT
@@ -250,13 +252,13 @@ readme-results: $(STAMP)
 	$(BIN)/python -m klrl readme-results --published docs/results/$(EXPERIMENT) --experiment $(EXPERIMENT) $(if $(CONTRAST),--contrast docs/results/$(CONTRAST))
 else
 readme-results: $(STAMP) readme-figures
-	$(BIN)/python -m klrl readme-results --tables results/$(EXPERIMENT)/tables --experiment $(EXPERIMENT) --config $(CONFIG) --run-time "$(RUN_TIME)" $(if $(CONTRAST),--contrast results/$(CONTRAST)/tables)
+	$(BIN)/python -m klrl readme-results --tables results/$(EXPERIMENT)/tables --experiment $(EXPERIMENT) --config $(CONFIG) $(if $(RUN_TIME),--run-time "$(RUN_TIME)") $(if $(CONTRAST),--contrast results/$(CONTRAST)/tables)
 endif
 
 # A finished run's published tables (per-seed scores, collapse flags, provenance; kilobytes) into
 # docs/results/EXPERIMENT, from which make readme-results FROM=published regenerates its blocks.
 publish-results: $(STAMP)
-	$(BIN)/python -m klrl readme-results --tables results/$(EXPERIMENT)/tables --experiment $(EXPERIMENT) --config $(CONFIG) --run-time "$(RUN_TIME)" --publish docs/results/$(EXPERIMENT)
+	$(BIN)/python -m klrl readme-results --tables results/$(EXPERIMENT)/tables --experiment $(EXPERIMENT) --config $(CONFIG) $(if $(RUN_TIME),--run-time "$(RUN_TIME)") --publish docs/results/$(EXPERIMENT)
 
 # docs/results.md's MLflow UI screenshots (docs/figures/mlflow_*.png): CELLS' runs compared, from a
 # finished run of EXPERIMENT (make readme-screenshots EXPERIMENT=study CELLS="cell1 cell2 ...").

@@ -2,6 +2,7 @@
 # prepare data → build base models → track (MLflow runs) → train → evaluate → aggregate → figures.
 # Every rule is a thin call of `python -m klrl <verb>`; the logic lives in workflow/klrl.
 import sys
+import time
 
 from snakemake.utils import min_version, validate
 
@@ -10,6 +11,10 @@ from klrl.tracking.credentials import tracking_server_problem
 from klrl.grid.snakemake_locks import own_locks, release_stale_locks
 
 min_version("9.0")
+
+# The grid's wall time counts from here: each invocation that runs jobs records its start, end,
+# jobs and cores when it ends (klrl.grid.wall_time, tracking.smk's onsuccess and onerror).
+STARTED = time.time()
 
 
 # The default config unless a --configfile is given: Snakemake would otherwise merge a

@@ -3,6 +3,7 @@ same bytes each time, and the results blocks computed again from them are byte f
 blocks a run's own tables give (the synthetic default grid of tests/synthetic_grid.py)."""
 
 import gzip
+import json
 import shutil
 
 import pandas as pd
@@ -65,8 +66,25 @@ def test_readme_results_names_what_it_lacks_in_one_line(tmp_path, capsys):
     assert main(["readme-results", "--published", str(tmp_path), "--experiment", "syn", "--doc", str(readme)]) == 2
     assert f"{tmp_path}: no seeds.csv (publish a run's tables" in capsys.readouterr().err
     assert main(["readme-results", "--tables", str(tmp_path), "--experiment", "syn", "--doc", str(readme)]) == 2
-    assert "--tables needs --config and --run-time" in capsys.readouterr().err
+    assert "--tables needs --config (a published run records it)" in capsys.readouterr().err
+    source = ["--tables", str(tmp_path / "tables"), "--config", "config/config.yaml"]
+    assert main(["readme-results", *source, "--experiment", "syn", "--doc", str(readme)]) == 2
+    record = tmp_path / "wall_times.jsonl"
+    assert f"{record}: no record of the grid's wall time" in capsys.readouterr().err
     assert readme.read_text() == README
+
+
+def test_the_run_time_published_is_the_one_the_workflow_recorded(tmp_path):
+    tables = write_grid(tmp_path / "grid")
+    (tables.parent / "wall_times.jsonl").write_text(
+        '{"start": "2026-12-03T10:00:00+00:00", "end": "2026-12-03T11:50:03+00:00", "jobs": 9, "cores": 2,'
+        ' "outcome": "success"}\n'
+    )
+    published = tmp_path / "published"
+    source = ["--tables", str(tables), "--config", "config/config.yaml", "--experiment", "syn"]
+    assert main(["readme-results", *source, "--publish", str(published)]) == 0
+    assert json.loads((published / "run.json").read_text())["run_time"] == "1 h 50 min 3 s on 2 cores"
+    assert "(run time 1 h 50 min 3 s on 2 cores)" in _blocks(tmp_path, "run", *source[:4])
 
 
 def test_the_collapse_scenario_fitted_to_published_tables_is_the_one_the_runs_tables_give(tmp_path):

@@ -6,6 +6,7 @@ import json
 import re
 import shlex
 import sys
+import time
 from pathlib import Path
 
 from klrl.grid.expansion import (
@@ -25,6 +26,7 @@ from klrl.models import get_base_model, recipe_options
 from klrl.models.builds import BUILT_MODELS
 from klrl.models.recipe import build_arguments, recipe_hash
 from klrl.core.paths import BASES, Layout
+from klrl.grid import wall_time
 from klrl.analysis.preregistration import grid_cells, plan_hash, plan_of
 
 LAYOUT = Layout.of(config)
@@ -151,4 +153,13 @@ def reconcile_runs(log):
     shell(
         f"python -m klrl track-reconcile --mlflow-runs {RUNS} --root {LAYOUT.root}"
         " || echo 'klrl track-reconcile failed: MLflow run states left as they were' >&2"
+    )
+
+
+def record_wall_time(outcome):
+    """This invocation's wall time since the workflow was read, the jobs it ran and its cores, one
+    line of results/<experiment>/wall_times.jsonl (on exit, see tracking.smk)."""
+    jobs = len(list(workflow.dag.finished_jobs))
+    wall_time.record(
+        LAYOUT.wall_times(), STARTED, time.time(), jobs, workflow.global_resources["_cores"].value, outcome
     )

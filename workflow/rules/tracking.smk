@@ -2,7 +2,9 @@
 # store. Jobs read the runs file through ancient(): re-creating it (the grid grew) re-runs nothing.
 # When the workflow starts and ends (no job runs then), runs left RUNNING by killed jobs are
 # ended by what the cells' files say (klrl track-reconcile); a failure there only warns. On start,
-# this Snakemake also records itself as the owner of its directory locks (klrl.grid.snakemake_locks).
+# this Snakemake also records itself as the owner of its directory locks (klrl.grid.snakemake_locks);
+# on exit, it records its wall time, jobs and cores (klrl.grid.wall_time), which the results'
+# blocks give as the run time.
 
 
 onstart:
@@ -12,10 +14,12 @@ onstart:
 
 onsuccess:
     reconcile_runs(log)
+    record_wall_time("success")
 
 
 onerror:
     reconcile_runs(log)
+    record_wall_time("error")
 
 
 localrules:

@@ -13,6 +13,7 @@ and in an evaluation folder are the constants below.
       cells/<cell>/train/                                 settings.json, config.yaml, metrics.jsonl, status.json, final/, ...
       cells/<cell>/eval/results.json, samples/<task>.jsonl
       plan.json, plans.jsonl                              the analysis plan (klrl.analysis.preregistration)
+      wall_times.jsonl                                    each Snakemake invocation's wall time (klrl.grid.wall_time)
       toy/, tables/, figures/, mlflow/runs.json, logs/<rule>/..., benchmarks/<rule>/...
 """
 
@@ -119,6 +120,10 @@ class Layout:
     def plans(self) -> Path:
         """Every plan the workflow recorded for this experiment, one line each (klrl plan)."""
         return self.root / "plans.jsonl"
+
+    def wall_times(self) -> Path:
+        """One line per Snakemake invocation that ran jobs: its start, end, jobs and cores (klrl.grid.wall_time)."""
+        return self.root / "wall_times.jsonl"
 
     def runs_file(self) -> Path:
         """The grid's MLflow runs (klrl track-grid)."""

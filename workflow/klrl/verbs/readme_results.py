@@ -1,7 +1,8 @@
 """`klrl readme-results` (`make readme-results`): the generated blocks of one experiment in docs/results.md
 (claims, tables) rewritten from a finished run's tables, or computed again from the run's
 published tables (docs/results/<experiment>/, klrl.analysis.published) by the code of the
-moment; `--publish` writes those published tables from a run (klrl.reports.readme_blocks)."""
+moment; `--publish` writes those published tables from a run (klrl.reports.readme_blocks). A run's
+time is the one its workflow recorded (klrl.grid.wall_time), unless `--run-time` gives it."""
 
 from __future__ import annotations
 
@@ -27,7 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--doc", type=Path, default=Path("docs/results.md"), help="the Markdown file holding the blocks"
     )
     parser.add_argument("--config", help="the config the run used, e.g. config/study.yaml (with --tables)")
-    parser.add_argument("--run-time", help="the run's wall time, e.g. '2 h 41 min on 2 cores' (with --tables)")
+    parser.add_argument(
+        "--run-time",
+        help="with --tables: the run's wall time as text, for a run made before the workflow recorded it "
+        "(default: computed from results/<experiment>/wall_times.jsonl, klrl.grid.wall_time)",
+    )
     parser.add_argument(
         "--commit", help="the commit the run used, for tables whose cells record none (default: git rev-parse HEAD)"
     )
@@ -48,8 +53,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from klrl.reports.readme_blocks import rewrite_readme
 
-    if args.tables and not (args.config and args.run_time):
-        raise ValueError("readme-results: --tables needs --config and --run-time (a published run records both)")
+    if args.tables and not args.config:
+        raise ValueError("readme-results: --tables needs --config (a published run records it)")
+    if args.tables and not args.run_time:
+        from klrl.core.paths import Layout
+        from klrl.grid.wall_time import run_time
+
+        args.run_time = run_time(Layout(args.tables.parent).wall_times())
     if args.publish:
         if not args.tables:
             raise ValueError("readme-results: --publish writes a run's tables: give --tables")
