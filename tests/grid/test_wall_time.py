@@ -92,6 +92,7 @@ def test_a_missing_record_or_one_without_jobs_is_one_line_naming_the_file(tmp_pa
     assert str(error.value) == f"{path}: no invocation that ran a job"
 
 
+@pytest.mark.slow
 def test_a_snakemake_invocation_that_runs_a_job_records_its_wall_time(tmp_path):
     folder = copy_workflow(tmp_path)
     target = "results/ci-test/data/arith/manifest.json"
