@@ -55,7 +55,9 @@ def test_record_appends_one_line_per_invocation(tmp_path):
             "outcome": "error",
         },
     ]
-    assert run_time(path) == "2 min 5 s on 2 and an unbounded number of cores"
+    assert run_time(path) == "2 min 5 s on 2 cores and a cluster"
+    record(path, start, start + 1, 1, 1, "success")
+    assert run_time(path) == "2 min 6 s on 1 and 2 cores and a cluster"
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """The grid's run time, recorded by the workflow as it runs rather than typed.
 
-When a Snakemake invocation of the workflow that ran jobs ends, in success or in error, its
-onsuccess/onerror handler (workflow/rules/tracking.smk) appends one line to the experiment's
+When a Snakemake invocation of the workflow that had jobs to run ends, in success or in error,
+its onsuccess/onerror handler (workflow/rules/tracking.smk) appends one line to the experiment's
 `wall_times.jsonl` (klrl.core.paths.Layout.wall_times):
 
     {"start": "2026-12-03T10:02:11+00:00", "end": "2026-12-03T11:37:34+00:00", "jobs": 83, "cores": 2, "outcome": "success"}
@@ -9,8 +9,9 @@ onsuccess/onerror handler (workflow/rules/tracking.smk) appends one line to the 
 `start` is when the main Snakemake process read the workflow, `jobs` the jobs it ran to the end
 (a dry run, or an invocation with nothing to do, records nothing). `run_time` gives the run's
 wall time from those lines, as `klrl readme-results` prints it in the blocks of docs/results.md:
-the total of the invocations that ran at least one job, and the cores they had. An invocation
-killed outright (SIGKILL, a lost node) records nothing, so its time is not counted.
+the total of the invocations that ran at least one job, and the cores they had (none recorded:
+jobs submitted to a cluster). An invocation killed outright (SIGKILL, a lost node) records
+nothing, so its time is not counted.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ def run_time(path: Path) -> str:
     counted = [(seconds, cores) for seconds, jobs, cores in invocations if jobs > 0]
     if not counted:
         raise ValueError(f"{path}: no invocation that ran a job")
-    cores = sorted({cores for _, cores in counted}, key=lambda count: (count is None, count))
-    where = " and ".join("an unbounded number of" if count is None else str(count) for count in cores)
-    return f"{duration(sum(seconds for seconds, _ in counted))} on {where} {'core' if cores == [1] else 'cores'}"
+    counts = sorted({cores for _, cores in counted if cores is not None})
+    where = [f"{' and '.join(map(str, counts))} {'core' if counts == [1] else 'cores'}"] if counts else []
+    where += ["a cluster"] if any(cores is None for _, cores in counted) else []  # a remote executor's jobs
+    return f"{duration(sum(seconds for seconds, _ in counted))} on {' and '.join(where)}"
