@@ -4,6 +4,7 @@ blocks a run's own tables give (the synthetic default grid of tests/synthetic_gr
 
 import gzip
 import json
+import shlex
 import shutil
 
 import pandas as pd
@@ -114,3 +115,33 @@ def test_the_results_pages_blocks_regenerate_from_the_published_tables_byte_for_
     source = ["--published", str(published), "--experiment", published.name, "--doc", str(readme)]
     assert main(["readme-results", *source]) == 0
     assert readme.read_text() == (ROOT / "docs" / "results.md").read_text()
+
+
+def _collapse_command(statistics: str) -> list[str]:
+    """The arguments of the `python -m klrl power collapse` command docs/statistics.md shows
+    (indented, continued with backslashes), without its --write."""
+    lines = statistics.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("    python -m klrl power collapse"))
+    command = ""
+    for line in lines[start:]:
+        command += line.strip().removesuffix("\\") + " "
+        if not line.endswith("\\"):
+            break
+    words = shlex.split(command)[3:]
+    at = words.index("--write")
+    return words[:at] + words[at + 2 :]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (ROOT / "docs" / "results" / "study" / "seeds.csv").exists(), reason="no published study")
+def test_the_statistics_pages_collapse_block_is_what_its_command_gives_on_the_published_study(tmp_path, monkeypatch):
+    """docs/statistics.md's collapse block, computed again by the command the page shows (fitted to
+    the study's published tables), is the committed one: no number in it typed by hand."""
+    statistics = (ROOT / "docs" / "statistics.md").read_text()
+    arguments = _collapse_command(statistics)
+    assert arguments[:4] == ["power", "collapse", "--tables", "docs/results/study"], arguments
+    page = tmp_path / "statistics.md"
+    page.write_text(statistics)
+    monkeypatch.chdir(ROOT)
+    assert main([*arguments, "--write", str(page)]) == 0
+    assert page.read_text() == statistics
