@@ -91,11 +91,22 @@ def trained_records(config: TrainConfig, out: Path) -> list[dict]:
     return [record for record in read_metrics(out / "metrics.jsonl") if "loss/total" in record]
 
 
-def pytest_collection_modifyitems(items: list) -> None:
+COLLECTED_ORDER = pytest.StashKey[list[str]]()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
     """Tests marked `longest` first: `make test` runs the suite on two workers, one test file
     at a time each, in collection order (pytest-xdist: --dist loadfile --no-loadscope-reorder);
-    a worker that started the longest file last would finish alone."""
+    a worker that started the longest file last would finish alone. The order is kept for
+    `collected_order`: this hook runs before `-m` and `-k` deselect any test."""
     items.sort(key=lambda item: item.get_closest_marker("longest") is None)
+    config.stash[COLLECTED_ORDER] = [item.nodeid for item in items]
+
+
+@pytest.fixture
+def collected_order(request) -> list[str]:
+    """The node ids of every test this session collected, in the order it runs them, deselected ones included."""
+    return request.config.stash[COLLECTED_ORDER]
 
 
 @pytest.fixture
