@@ -1,14 +1,17 @@
 """Fixtures and builders every test may use: a tiny base model and prepared data (built once
-per session, once per worker under `make test`), the order of the longest tests, the settings
+per session, once per worker under `make test`), the CI grid (run once for all workers), the
+order of the longest tests, the settings
 of a tiny training cell (`tiny_settings`, `tiny_config`) and a cell's settings file in a
 results folder (`write_cell_settings`)."""
 
 import json
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 import torch
+from filelock import FileLock
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from klrl.core.files import read_jsonl
@@ -20,6 +23,7 @@ from klrl.core.paths import Layout
 from klrl.tasks.data import prepare
 from klrl.training.config import TrainConfig
 from klrl.core.typed import from_mapping
+from workflow_helpers import copy_workflow, snakemake
 
 # A model small enough to build in a second, its competence checked on 8 problems a task with no
 # floor. Its corpus and optimizer settings are spelled out, so a change of the default recipe
@@ -107,6 +111,39 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
 def collected_order(request) -> list[str]:
     """The node ids of every test this session collected, in the order it runs them, deselected ones included."""
     return request.config.stash[COLLECTED_ORDER]
+
+
+@pytest.fixture(scope="session")
+def ci_run(tmp_path_factory) -> Path:
+    """.test/config/test.yaml run through Snakemake from nothing (data, tiny base, 2 cells,
+    evaluation, tables, figures) once for the whole session: under pytest-xdist the first worker
+    to ask runs it in the workers' shared temporary folder and the others wait on its lock. Tests
+    may rerun parts of it (tests/test_workflow_runs.py); `ci_run_tables` holds the tables as this
+    run wrote them."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # each worker's basetemp is a folder of the session's
+    folder, tables, failed = shared / "ci-run", shared / CI_RUN_TABLES, shared / "ci-run.failed"
+    with FileLock(shared / "ci-run.lock"):
+        if failed.exists():
+            pytest.fail(failed.read_text())
+        if not tables.is_dir():
+            folder.mkdir()
+            result = snakemake(copy_workflow(folder), "--cores", "2", "--configfile", ".test/config/test.yaml")
+            if result.returncode != 0:
+                failed.write_text(f"the CI grid failed: {result.stderr[-5000:]}")
+                pytest.fail(failed.read_text())
+            shutil.copytree(folder / "results" / "ci-test" / "tables", tables)
+    return folder
+
+
+CI_RUN_TABLES = "ci-run-tables"  # beside the CI run's folder: its tables before any test reruns a part
+
+
+@pytest.fixture(scope="session")
+def ci_run_tables(ci_run) -> Path:
+    """The tables folder of `ci_run` as its grid wrote them (main.csv, scores.csv, ...)."""
+    return ci_run.parent / CI_RUN_TABLES
 
 
 @pytest.fixture

@@ -26,15 +26,6 @@ from conftest import records
 # ------------------------------------------------------------------------- end to end
 
 
-@pytest.fixture(scope="module")
-def ci_run(tmp_path_factory) -> Path:
-    """.test/config/test.yaml run through Snakemake from nothing: data, tiny base, 2 cells, evaluation, tables."""
-    folder = copy_workflow(tmp_path_factory.mktemp("workflow"))
-    result = snakemake(folder, "--cores", "2", "--configfile", ".test/config/test.yaml")
-    assert result.returncode == 0, result.stderr[-5000:]
-    return folder
-
-
 CI_CELLS = ("tiny__k1-reward__b0.1__on__s0", "tiny__k3-loss__b0.1__off__s0")
 CI_OUT = Path("results") / "ci-test"  # .test/config/test.yaml's experiment
 
