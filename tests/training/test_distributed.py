@@ -298,10 +298,22 @@ RESUMES = {
 }
 
 
+def _resumed_settings(tiny_base, arith_data) -> dict:
+    return _settings(tiny_base, arith_data, kl="k3-loss", beta=0.1, async_lag=2, steps=4, checkpoint_every=2)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tiny_base, arith_data, tmp_path_factory) -> Path:
+    """The train folder of the resumed cell run by one process without a crash, for every resume."""
+    single = tmp_path_factory.mktemp("uninterrupted")
+    _train(single, _resumed_settings(tiny_base, arith_data), [sys.executable], [str(PARITY_CLI)])
+    return single / "train"
+
+
 @pytest.mark.slow  # torchrun: two processes
 @pytest.mark.parametrize("writers, readers", RESUMES.values(), ids=RESUMES.keys())
 def test_a_crashed_run_resumes_under_any_process_count_like_an_uninterrupted_run(
-    tiny_base, arith_data, tmp_path, writers, readers
+    tiny_base, arith_data, uninterrupted, tmp_path, writers, readers
 ):
     """The process writing the step-2 checkpoint is killed right after it (each process's shards
     of the weights and the AdamW moments, and the queued rollouts of steps 2 and 3, sampled by θ0
@@ -309,9 +321,7 @@ def test_a_crashed_run_resumes_under_any_process_count_like_an_uninterrupted_run
     (DCP reshards on load, and each process takes its own rows of the queue), ends where one
     process running uninterrupted ends. Two processes write and read DTensor shards, one process
     plain tensors."""
-    settings = _settings(tiny_base, arith_data, kl="k3-loss", beta=0.1, async_lag=2, steps=4, checkpoint_every=2)
-    single = tmp_path / "single"
-    _train(single, settings, [sys.executable], [str(PARITY_CLI)])
+    settings = _resumed_settings(tiny_base, arith_data)
     cut = tmp_path / "cut"
     cut.mkdir()
     (cut / "cell.yaml").write_text(yaml.safe_dump(settings))
@@ -339,8 +349,8 @@ def test_a_crashed_run_resumes_under_any_process_count_like_an_uninterrupted_run
     assert [
         record for record in read_metrics(cut / "train" / "metrics.jsonl") if record["step"] < 2
     ] == before  # resumed, not redone: the same timings
-    _assert_same_metrics(single / "train", cut / "train", rel=1e-4)
-    _assert_same_weights(single / "train", cut / "train", atol=1e-5)
+    _assert_same_metrics(uninterrupted, cut / "train", rel=1e-4)
+    _assert_same_weights(uninterrupted, cut / "train", atol=1e-5)
 
 
 @pytest.mark.slow  # torchrun: two processes
