@@ -1,6 +1,6 @@
 # make test: create .venv (and .venv-vllm) if missing, install the pinned project, run every test
-#            but the GPU ones: the main suite and, beside it, the vLLM tests in vLLM's CPU build;
-#            then the quick suite under each further Python the machine has (3.12, 3.13).
+#            but the GPU ones: the main suite and, beside it, the vLLM tests in vLLM's CPU build,
+#            the audits, then the quick suite under each further Python the machine has (3.12, 3.13).
 # make run:  the same install, then the default grid through Snakemake (make ui: browse it in MLflow).
 PYTHON ?= python3.11
 VENV := .venv
@@ -48,16 +48,18 @@ WORKERS := -n 2 --dist loadfile --no-loadscope-reorder
 # wait policy changes how a thread waits, not the thread count or a reduction's order: no result changes.
 test test-fast test-pythons test-vllm test-audit: export OMP_WAIT_POLICY := PASSIVE
 
-# The two venvs and chromium are built side by side first (pip and apt use one core each). The
-# vLLM suite, which alone keeps a core half idle, then runs beside the main one, and so does the
-# build of the venvs of the further Pythons (mostly download and disk, one after the other: two
-# editable installs never write the project's egg-info at once); their output is printed after
-# the main suite's. Last, the quick suites under the further Pythons, beside each other (test-pythons). Any suite
-# failing fails the target. Each suite ends with its slowest tests (DURATIONS) and its wall time,
-# so that every log says where the time went.
+# The venvs and chromium are built side by side first (pip and apt use one core each). Then the
+# main suite runs, and beside it, one after the other: the vLLM suite, the audits, and the quick
+# suites under the further Pythons (test-pythons), whose venvs are built meanwhile (mostly
+# download and disk, one after the other: two editable installs never write the project's
+# egg-info at once). The main suite alone leaves a core partly idle while its tests wait on
+# servers and subprocesses; the suites beside it take that time. Their output is printed after
+# the main suite's. Any suite failing fails the target. Each suite ends with its slowest tests
+# (DURATIONS) and its wall time, so that every log says where the time went.
 VLLM_LOG := results/test-vllm.log
 AUDIT_LOG := results/test-audit.log
 PYTHONS_LOG := results/build-pythons.log
+PYTHONS_TEST_LOG := results/test-pythons.log
 DURATIONS := --durations=15
 # $(call elapsed,START): the wall time since START (a `date +%s`), as "M min S s".
 elapsed = $$(( ($$(date +%s) - $(1)) / 60 )) min $$(( ($$(date +%s) - $(1)) % 60 )) s
@@ -66,17 +68,19 @@ test:
 	@$(call warn_disk,.) && $(call warn_disk,$${TMPDIR:-/tmp})
 	$(MAKE) --jobs 3 $(STAMP) $(VLLM_STAMP) $(AUDIT_STAMPS) browser postgresql
 	$(MAKE) --no-print-directory lint
-	$(MAKE) --no-print-directory --jobs 1 $(PYTHONS_STAMPS) > $(PYTHONS_LOG) 2>&1 & pythons=$$!; \
-	{ $(MAKE) --no-print-directory test-vllm > $(VLLM_LOG) 2>&1; vllm=$$?; \
-	  $(MAKE) --no-print-directory test-audit > $(AUDIT_LOG) 2>&1; audit=$$?; exit $$((vllm | audit)); } & side=$$!; \
+	{ $(MAKE) --no-print-directory --jobs 1 $(PYTHONS_STAMPS) > $(PYTHONS_LOG) 2>&1 & build=$$!; \
+	  $(MAKE) --no-print-directory test-vllm > $(VLLM_LOG) 2>&1; vllm=$$?; \
+	  $(MAKE) --no-print-directory test-audit > $(AUDIT_LOG) 2>&1; audit=$$?; \
+	  wait $$build; $(MAKE) --no-print-directory test-pythons > $(PYTHONS_TEST_LOG) 2>&1; pythons=$$?; \
+	  exit $$((vllm | audit | pythons)); } & side=$$!; \
 	start=$$(date +%s); $(BIN)/python -m pytest -m "not gpu and not audit_envs" $(WORKERS) $(DURATIONS); main=$$?; \
 	echo "--- the main suite took $(call elapsed,$$start)"; \
 	wait $$side; side=$$?; \
 	echo "--- the vLLM suite (make test-vllm, beside the main suite):"; cat $(VLLM_LOG); \
 	echo "--- the verl and OpenRLHF audits (make test-audit, after it):"; cat $(AUDIT_LOG); \
-	wait $$pythons; echo "--- the venvs of Python $(PYTHONS) (built beside the main suite):"; cat $(PYTHONS_LOG); \
-	$(MAKE) --no-print-directory test-pythons; pythons=$$?; \
-	test $$main = 0 && test $$side = 0 && test $$pythons = 0
+	echo "--- the venvs of Python $(PYTHONS) (built beside the main suite):"; cat $(PYTHONS_LOG); \
+	echo "--- the quick suites under Python $(PYTHONS) (make test-pythons, after the audits):"; cat $(PYTHONS_TEST_LOG); \
+	test $$main = 0 && test $$side = 0
 
 # Disk a `make test` from nothing takes (measured on a fresh clone): its four venvs about 18 GiB
 # (.venv 2.5, .venv-vllm 3.2, .venv-py3.12 and .venv-py3.13 6.2 each: PyPI's torch for 3.12 and
