@@ -109,35 +109,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
 
 @pytest.fixture
 def collected_order(request) -> list[str]:
-    """The node ids of every test this session collected, in the order it runs them, deselected ones included."""
+    """The node ids of every test this pytest run collected, in the order it runs them, deselected ones included."""
     return request.config.stash[COLLECTED_ORDER]
+
+
+CI_RUN_TABLES = "ci-run-tables"  # beside the CI run's folder: its tables before any test reruns a part
 
 
 @pytest.fixture(scope="session")
 def ci_run(tmp_path_factory) -> Path:
     """.test/config/test.yaml run through Snakemake from nothing (data, tiny base, 2 cells,
-    evaluation, tables, figures) once for the whole session: under pytest-xdist the first worker
+    evaluation, tables, figures) once per pytest run: under pytest-xdist the first worker
     to ask runs it in the workers' shared temporary folder and the others wait on its lock. Tests
     may rerun parts of it (tests/test_workflow_runs.py); `ci_run_tables` holds the tables as this
     run wrote them."""
     shared = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # each worker's basetemp is a folder of the session's
+        shared = shared.parent  # each worker's basetemp is a folder in the run's
     folder, tables, failed = shared / "ci-run", shared / CI_RUN_TABLES, shared / "ci-run.failed"
     with FileLock(shared / "ci-run.lock"):
         if failed.exists():
             pytest.fail(failed.read_text())
         if not tables.is_dir():
+            failed.write_text("the CI grid stopped before its end")  # what the other workers see if this one dies
             folder.mkdir()
             result = snakemake(copy_workflow(folder), "--cores", "2", "--configfile", ".test/config/test.yaml")
             if result.returncode != 0:
                 failed.write_text(f"the CI grid failed: {result.stderr[-5000:]}")
                 pytest.fail(failed.read_text())
             shutil.copytree(folder / "results" / "ci-test" / "tables", tables)
+            failed.unlink()
     return folder
-
-
-CI_RUN_TABLES = "ci-run-tables"  # beside the CI run's folder: its tables before any test reruns a part
 
 
 @pytest.fixture(scope="session")
