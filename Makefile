@@ -59,7 +59,7 @@ test test-fast test-pythons test-vllm test-audit: export OMP_WAIT_POLICY := PASS
 VLLM_LOG := results/test-vllm.log
 AUDIT_LOG := results/test-audit.log
 PYTHONS_LOG := results/build-pythons.log
-PYTHONS_TEST_LOG := results/test-pythons.log
+PYTHONS_TEST_LOG := results/quick-pythons.log  # not results/test-py*.log, which test-pythons removes first
 DURATIONS := --durations=15
 # $(call elapsed,START): the wall time since START (a `date +%s`), as "M min S s".
 elapsed = $$(( ($$(date +%s) - $(1)) / 60 )) min $$(( ($$(date +%s) - $(1)) % 60 )) s
