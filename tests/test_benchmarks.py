@@ -1,6 +1,8 @@
 """The benchmarks in miniature: each prints its verdict line, which `make bench` gathers from the
-file KLRL_BENCH_VERDICTS names (the TRL one needs the `bench` extra, which CI does not install)."""
+file KLRL_BENCH_VERDICTS names (the TRL one needs the `bench` extra, which CI does not install);
+the CI process table's sums on lines of dump-acct's."""
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -26,3 +28,41 @@ def test_the_sampling_benchmark_prints_and_files_its_verdict(tmp_path):
     assert (met == "met") == (speedup >= 2.0)
     [line] = verdicts.read_text().splitlines()
     assert line.startswith(printed[0] + " (") and "cores" in line and "load average" in line
+
+
+def _ci_processes():
+    spec = importlib.util.spec_from_file_location("ci_processes", ROOT / "benchmarks" / "ci_processes.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# dump-acct's lines as Debian's acct 6.6 prints them (user, system and wall time in 1/100 s)
+DUMPED = """\
+python          |v3|   122.00|    17.00|   131.00|     0|     0|570880.00|     0.00|    8039|    8035|     |       0|__      |Sat Dec  5 00:07:07 2026
+jemalloc_bg_thd |v3|   610.00|    90.00|   900.00|     0|     0|990880.00|     0.00|    8040|    8035|     |       0|__      |Sat Dec  5 00:07:08 2026
+sleep           |v3|     0.00|     0.00|   100.00|     0|     0|  2920.00|     0.00|    8042|    8035|     |       0|__      |Sat Dec  5 00:07:08 2026
+python          |v3|  4000.00|   500.00|  5000.00|     0|     0|990880.00|     0.00|    8044|    8035|     |       0|__      |Sat Dec  5 00:07:09 2026
+"""
+
+
+def test_the_ci_process_table_sums_each_commands_and_each_bands_cpu():
+    ci_processes = _ci_processes()
+    rows = ci_processes.parse_dump(DUMPED)
+    assert [row["cpu"] for row in rows] == pytest.approx([1.39, 7.0, 0.0, 45.0])
+    assert ci_processes.by_command(rows) == [
+        ("python", 2, pytest.approx(46.39)),
+        ("jemalloc_bg_thd", 1, 7.0),
+        ("sleep", 1, 0.0),
+    ]
+    bands = {band: (count, cpu) for band, count, cpu in ci_processes.cpu_bands(rows)}
+    assert bands == {
+        "0-1 s": (1, 0.0),
+        "1-3 s": (1, pytest.approx(1.39)),
+        "3-6 s": (0, 0),
+        "6-12 s": (1, 7.0),
+        "12-60 s": (1, 45.0),
+        "60-inf s": (0, 0),
+    }
+    with pytest.raises(ValueError, match=r"^not a line of dump-acct's: 'python \| v3'$"):
+        ci_processes.parse_dump("python | v3")
