@@ -1,8 +1,7 @@
 """Fixtures and builders every test may use: a tiny base model and prepared data (built once
-per session, once per worker under `make test`), the CI grid (run once for all workers), the
-order of the longest tests, the settings
-of a tiny training cell (`tiny_settings`, `tiny_config`) and a cell's settings file in a
-results folder (`write_cell_settings`)."""
+per pytest run, once per worker under `make test`), the CI grid (run once for all workers), the
+order of the longest tests, the settings of a tiny training cell (`tiny_settings`,
+`tiny_config`) and a cell's settings file in a results folder (`write_cell_settings`)."""
 
 import json
 import os
