@@ -2,7 +2,6 @@
 file KLRL_BENCH_VERDICTS names (the TRL one needs the `bench` extra, which CI does not install);
 the CI process table's sums on lines of dump-acct's."""
 
-import importlib.util
 import os
 import re
 import subprocess
@@ -10,7 +9,7 @@ import sys
 
 import pytest
 
-from workflow_helpers import ROOT
+from workflow_helpers import ROOT, load_benchmark
 
 VERDICT = r"verdict: sampling ≥ 2× model.generate at batch 16: (\d+\.\d\d)×: (met|NOT MET)"
 
@@ -30,13 +29,6 @@ def test_the_sampling_benchmark_prints_and_files_its_verdict(tmp_path):
     assert line.startswith(printed[0] + " (") and "cores" in line and "load average" in line
 
 
-def _ci_processes():
-    spec = importlib.util.spec_from_file_location("ci_processes", ROOT / "benchmarks" / "ci_processes.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 # dump-acct's lines as Debian's acct 6.6 prints them (user, system and wall time in 1/100 s)
 DUMPED = """\
 python          |v3|   122.00|    17.00|   131.00|     0|     0|570880.00|     0.00|    8039|    8035|     |       0|__      |Sat Dec  5 00:07:07 2026
@@ -47,7 +39,7 @@ python          |v3|  4000.00|   500.00|  5000.00|     0|     0|990880.00|     0
 
 
 def test_the_ci_process_table_sums_each_commands_and_each_bands_cpu():
-    ci_processes = _ci_processes()
+    ci_processes = load_benchmark("ci_processes")
     rows = ci_processes.parse_dump(DUMPED)
     assert [row["cpu"] for row in rows] == pytest.approx([1.39, 7.0, 0.0, 45.0])
     assert ci_processes.by_command(rows) == [

@@ -2,7 +2,6 @@
 from a run's metrics, and its training stages for real on CPUs (two processes under torchrun,
 the kill-and-resume stage included)."""
 
-import importlib.util
 import math
 import os
 import subprocess
@@ -11,12 +10,9 @@ import sys
 import pytest
 import torch
 
-from workflow_helpers import ROOT
+from workflow_helpers import load_benchmark
 
-sys.path.insert(0, str(ROOT / "benchmarks"))  # its sibling modules, as when the script runs
-spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
-gpu_check = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(gpu_check)
+gpu_check = load_benchmark("gpu_check")
 
 
 def _records(losses, ratio_max=1.0):

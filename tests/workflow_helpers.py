@@ -1,6 +1,8 @@
 """Running the workflow from tests: a fresh copy of its files, Snakemake in a subprocess, the
-job counts it prints, the configs of config/, every figure script drawn from a tables folder."""
+job counts it prints, the configs of config/, every figure script drawn from a tables folder, a
+benchmark script imported as a module."""
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -118,3 +120,14 @@ def job_counts(output: str) -> dict[str, int]:
 def train_commands(output: str) -> list[str]:
     """How each train job's shell command (one line in `snakemake -n -p` output) starts `klrl train`."""
     return [line.strip().partition(" train ")[0] for line in output.splitlines() if " klrl train " in line]
+
+
+def load_benchmark(name: str):
+    """benchmarks/<name>.py imported as a module, its sibling modules importable as when the script runs."""
+    folder = str(ROOT / "benchmarks")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
