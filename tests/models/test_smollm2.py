@@ -211,12 +211,24 @@ def test_second_conversion_is_a_no_op(folder):
 def test_a_truncated_conversion_is_the_whole_models_first_layers(folder, model, tokenizer, tmp_path, monkeypatch):
     """`layers=2` (the paper miniature's chat stand-in): the same tensors for what it keeps, the
     same tokenizer files, and the logits of the whole model run through its first 2 layers; a
-    count out of range is refused before the GGUF is dequantized."""
+    count out of range is refused before the GGUF is dequantized. gguf-py's tensor name map,
+    which transformers asks for once per submodule, is built once."""
     import copy
 
     from transformers import AutoModelForCausalLM
 
+    import gguf
+
+    built, build_map, init = [], gguf.get_tensor_name_map, gguf.tensor_mapping.TensorNameMap.__init__
+
+    def counted_init(self, *args):
+        built.append(args)
+        init(self, *args)
+
+    monkeypatch.setattr(gguf.tensor_mapping.TensorNameMap, "__init__", counted_init)
     short_folder = smollm2.convert_smollm2(tmp_path / "short", layers=2)
+    assert built == [(gguf.MODEL_ARCH.LLAMA, smollm2.DECODER_LAYERS)]
+    assert gguf.get_tensor_name_map is build_map  # put back after the conversion
     short = AutoModelForCausalLM.from_pretrained(short_folder).eval()
     assert short.config.num_hidden_layers == 2
     whole, kept = model.state_dict(), short.state_dict()
