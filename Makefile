@@ -10,8 +10,8 @@ STAMP := $(VENV)/.installed
 .PHONY: install gpu-env lint format test test-fast test-pythons test-vllm vllm-env audit-env test-audit run cells readme-figures readme-results publish-results readme-screenshots ui browser postgresql tracking-server clean bench bench-trl bench-trl-long bench-sampling bench-dag bench-grid bench-eval bench-grading bench-tests
 
 # Bytecode is written as each module is first imported, not for every installed module at
-# install (pip's --no-compile): the suites import about a quarter of a venv's modules, and
-# compiling all of .venv's took 60 s of CPU, twice the install without it (benchmarks/RESULTS.md).
+# install (pip's --no-compile): a job imports a fraction of a venv's modules, and compiling
+# all of .venv's took 42 s of CPU, almost as much as the install without it (benchmarks/RESULTS.md).
 # make's commands unset PYTHONDONTWRITEBYTECODE where the environment sets it (the CI machines
 # do): with it, every process would compile what it imports from source, every time.
 unexport PYTHONDONTWRITEBYTECODE
