@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import time
@@ -57,6 +58,12 @@ def arith_data(out_dir: Path, train_size: int = 256) -> Path:
 def non_embedding_params(model) -> int:
     embedding = model.get_input_embeddings().weight.numel()
     return sum(p.numel() for p in model.parameters()) - embedding
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished and waited-for children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def machine() -> str:

@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from common import machine, markdown_table, median
+from common import children_cpu, machine, markdown_table, median
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = "python3.11"
@@ -33,17 +31,12 @@ IMPORTS = (
 )
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def _cpu_of(command: list[str], cwd: Path, env: dict) -> float:
-    before = _children_cpu()
+    before = children_cpu()
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     if done.returncode:
         raise SystemExit(f"{' '.join(command)} failed: {done.stderr[-2000:]}")
-    return _children_cpu() - before
+    return children_cpu() - before
 
 
 def build_and_import(source: Path, venv: Path, flags: list[str], write_bytecode: bool) -> list[float]:
@@ -86,4 +79,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

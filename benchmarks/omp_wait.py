@@ -19,22 +19,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from common import machine, markdown_table, median
+from common import children_cpu, machine, markdown_table, median
 
 ROOT = Path(__file__).resolve().parents[1]
 COPIES = 2  # processes beside each other, as the main suite and the vLLM suite are
 POLICIES = {"spin (default)": None, "PASSIVE": "PASSIVE"}
-
-
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def run_copies(tests: str, policy: str | None) -> tuple[float, float]:
@@ -43,14 +37,14 @@ def run_copies(tests: str, policy: str | None) -> tuple[float, float]:
     if policy:
         env["OMP_WAIT_POLICY"] = policy
     command = [sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", tests]
-    cpu, start = _children_cpu(), time.perf_counter()
+    cpu, start = children_cpu(), time.perf_counter()
     runs = [subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True) for _ in range(COPIES)]
     outputs = [run.communicate()[0] for run in runs]
     wall = time.perf_counter() - start
     failed = [output[-2000:] for run, output in zip(runs, outputs) if run.returncode]
     if failed:
         raise SystemExit(f"{tests} failed under OMP_WAIT_POLICY={policy}:\n{failed[0]}")
-    return wall, _children_cpu() - cpu
+    return wall, children_cpu() - cpu
 
 
 def main() -> None:

@@ -9,12 +9,11 @@ two in turn (A, B, A, B ...):
 from __future__ import annotations
 
 import argparse
-import resource
 import subprocess
 import sys
 import tempfile
 
-from common import machine, markdown_table, median
+from common import children_cpu, machine, markdown_table, median
 
 CONVERT = """
 import contextlib, sys
@@ -29,11 +28,10 @@ MODES = ("once", "per submodule")
 
 def convert_cpu(mode: str) -> float:
     """CPU seconds (user + system) of one conversion in a fresh process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before = children_cpu()
     with tempfile.TemporaryDirectory() as out:
         subprocess.run([sys.executable, "-c", CONVERT, out, mode], check=True, capture_output=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return children_cpu() - before
 
 
 def main() -> None:
