@@ -95,10 +95,10 @@ test:
 	test $$main = 0 && test $$side = 0
 
 # Disk a `make test` from nothing takes (benchmarks/disk_use.py around `.ci/run` on a fresh clone;
-# benchmarks/RESULTS.md): the six venvs about 13 GiB once identical files are linked (19.6 GiB
-# without: .venv-py3.12 and .venv-py3.13 5.9 each, PyPI's torch for 3.12 and 3.13 being the CUDA
-# build), the suites' temporary files up to 2.3 GiB. Less free space is said first, in one line,
-# since the suite would otherwise stop midway on "No space left on device".
+# benchmarks/CI.md): the six venvs 12 GiB at the end once identical files are linked (19.6 GiB
+# without: PyPI's torch for 3.12 and 3.13 is the CUDA build, 5.9 GiB a venv), the suites'
+# temporary files up to 2.6 GiB; about 15 GiB at the peak. Less free space is said first, in one
+# line, since the suite would otherwise stop midway on "No space left on device".
 DISK_NEEDED_GIB := 16
 warn_disk = free=$$(df -Pk $(1) | awk 'NR == 2 {print int($$4 / 1048576)}'); \
 	test "$$free" -ge $(DISK_NEEDED_GIB) || echo "make test: only $$free GiB free for $(1); a run from nothing needs about $(DISK_NEEDED_GIB) GiB" >&2
@@ -137,11 +137,15 @@ PYTHONS_STAMPS := $(PYTHONS:%=.venv-py%/.installed)
 find_python = for python in python$(1) $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$(1).*/bin/python$(1) 2>/dev/null | sort -rV); \
 	do $$python -c '' 2>/dev/null && { echo $$python; break; }; done
 
+# NVIDIA's libraries (the nvidia-* pins, 2.7 GiB) go in and are linked first, the rest after: the
+# second of these venvs never holds its own copy of them, which was CI's peak of disk.
 .venv-py%/.installed-packages: requirements/constraints.txt
 	@python=$$($(call find_python,$*)); \
 	if [ -z "$$python" ]; then echo "no Python $* on this machine: the quick suite will not run under it"; exit 0; fi; \
 	set -ex; test -x $(@D)/bin/python || $$python -m venv $(@D); \
 	$(@D)/bin/python $(PIP_INSTALL) --upgrade pip; \
+	grep '^nvidia-' requirements/constraints.txt | $(@D)/bin/python $(PIP_INSTALL) --no-deps -r /dev/stdin; \
+	$(call link_venv,$(@D)); \
 	$(@D)/bin/python $(PIP_INSTALL) -c requirements/constraints.txt -r requirements/constraints.txt; \
 	$(call link_venv,$(@D)); \
 	touch $@
