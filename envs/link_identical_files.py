@@ -8,7 +8,8 @@ hard link to that file: one copy on disk instead of several (6 GiB fewer for `ma
 benchmarks/RESULTS.md). A venv counts as finished once one of make's stamps is in it.
 
 pip never writes an installed file in place: an upgrade or uninstall removes the file and writes a
-new one, so a venv's change never reaches another venv through a link.
+new one, so a venv's change never reaches another venv through a link. Where the filesystem
+refuses hard links, the files stay copies and one line says so.
 
     python envs/link_identical_files.py TARGET_VENV OTHER_VENV...
 """
@@ -69,7 +70,11 @@ def link_identical(target: Path, others: list[Path]) -> tuple[int, int]:
         if not filecmp.cmp(source, path, shallow=False):
             continue
         temporary = path.with_name(f".{path.name}.link")
-        os.link(source, temporary)
+        try:
+            os.link(source, temporary)
+        except OSError as error:  # a filesystem without hard links: every file stays a copy
+            print(f"{target}: no hard link to {source} ({error.strerror}): the files stay copies", file=sys.stderr)
+            break
         os.replace(temporary, path)
         linked += 1
         freed += status.st_size

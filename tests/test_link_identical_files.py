@@ -74,3 +74,21 @@ def test_the_command_says_what_it_freed(tmp_path, capsys):
     assert main([str(target), str(tmp_path / "a"), str(tmp_path / "missing")]) == 0
     assert capsys.readouterr().out == f"{target}: 1 files linked to identical ones in the other venvs, 0.00 GiB freed\n"
     assert main([]) == 2
+
+
+def test_a_filesystem_without_hard_links_leaves_every_file_a_copy(tmp_path, monkeypatch, capsys):
+    library = os.urandom(LARGE)
+    _venv(tmp_path, "a", "python3.11", {"m.so": library, "n.so": library})
+    target, packages = _venv(tmp_path, "b", "python3.11", {"m.so": library, "n.so": library})
+
+    def refuse(source, destination):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", refuse)
+    assert link_identical(target, [tmp_path / "a"]) == (0, 0)
+    assert sorted(p.name for p in packages.iterdir()) == ["m.so", "n.so"]
+    assert (packages / "m.so").read_bytes() == library
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"{target}: no hard link to ") and line.endswith(
+        "(Operation not permitted): the files stay copies"
+    )
