@@ -4,8 +4,8 @@ The project's venvs hold many copies of the same bytes: torch 2.13.0's CPU build
 .venv-vllm and both audit venvs, and PyPI's CUDA libraries (the nvidia-* wheels) in .venv-py3.12
 and .venv-py3.13. After a venv's packages are installed, each of its files at least MIN_BYTES long
 that is byte for byte the file at the same path in another finished venv's site-packages becomes a
-hard link to that file: one copy on disk instead of several (6 GiB fewer for `make test`, in
-benchmarks/RESULTS.md). A venv counts as finished once one of make's stamps is in it.
+hard link to that file: one copy on disk instead of several (7 GiB fewer for `make test`, in
+benchmarks/CI.md). A venv counts as finished once one of make's stamps is in it.
 
 pip never writes an installed file in place: an upgrade or uninstall removes the file and writes a
 new one, so a venv's change never reaches another venv through a link. Where the filesystem
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import filecmp
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -38,7 +39,7 @@ def large_files(root: Path) -> dict[str, os.stat_result]:
         for name in names:
             path = os.path.join(folder, name)
             status = os.lstat(path)
-            if status.st_size >= MIN_BYTES and os.path.isfile(path) and not os.path.islink(path):
+            if stat.S_ISREG(status.st_mode) and status.st_size >= MIN_BYTES:
                 files[os.path.relpath(path, root)] = status
     return files
 

@@ -47,7 +47,10 @@ def test_identical_large_files_share_one_copy_and_the_rest_stay_apart(tmp_path):
         },
     )
 
+    for packages in (first, second):
+        (packages / "nvidia/lib/libcublas.so.13").symlink_to("libcublas.so")
     assert link_identical(target, [tmp_path / "first", target]) == (1, LARGE)
+    assert (second / "nvidia/lib/libcublas.so.13").readlink().name == "libcublas.so"  # a link stays a link
 
     assert (second / "nvidia/lib/libcublas.so").stat().st_ino == (first / "nvidia/lib/libcublas.so").stat().st_ino
     assert (second / "nvidia/lib/libcublas.so").read_bytes() == library
@@ -55,7 +58,10 @@ def test_identical_large_files_share_one_copy_and_the_rest_stay_apart(tmp_path):
     assert (second / "torch/lib/libtorch.so").stat().st_nlink == 1
     assert (second / "tiny.py").stat().st_nlink == 1  # under MIN_BYTES
     assert (second / "elsewhere/libcublas.so").stat().st_nlink == 1  # same bytes, another path
-    assert sorted(p.name for p in (second / "nvidia/lib").iterdir()) == ["libcublas.so"]  # no temporary left
+    assert sorted(p.name for p in (second / "nvidia/lib").iterdir()) == [
+        "libcublas.so",
+        "libcublas.so.13",
+    ]  # no temporary
     assert link_identical(target, [tmp_path / "first"]) == (0, 0)  # already one file
 
 
