@@ -122,7 +122,9 @@ def test_the_gpu_check_fails_cleanly_without_cuda_and_resumes_a_killed_run_on_cp
         "--gpus",
         "2",
     ]
-    sizes = ["--steps", "4", "--prompts", "4", "--group-size", "2", "--max-new-tokens", "4", "--threads", "1"]
+    # 8 steps: the run is killed once step 2 is logged, and the 5 steps after it leave the poller
+    # time to see it (at 4, a run of 0.13 s a step on an Intel Xeon ended before it was killed)
+    sizes = ["--steps", "8", "--prompts", "4", "--group-size", "2", "--max-new-tokens", "4", "--threads", "1"]
     result = subprocess.run(
         [str(script), *args, *sizes, "--out", str(tmp_path)],
         capture_output=True,
