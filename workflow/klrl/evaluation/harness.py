@@ -138,8 +138,11 @@ def _model_args(
         "seed": seed,
         "gpu_memory_utilization": vllm_memory_fraction,
     } | pinned
-    # vLLM's CPU build: no torch.compile warm-up (minutes on CPU for seconds of generation)
-    return args | ({"enforce_eager": True} if on_cpu else {})
+    # vLLM's CPU build: no torch.compile warm-up (minutes on CPU for seconds of generation), and
+    # the engine in this process, on its threads (import_vllm), not in two more that import it all
+    # again; its KV cache VLLM_CPU_KVCACHE_SPACE GiB (1 unless set), not most of the machine's
+    # memory, which a second job beside it would not find (benchmarks/RESULTS.md, a whole cell)
+    return args | ({"enforce_eager": True, "distributed_executor_backend": "uni"} if on_cpu else {})
 
 
 def evaluate(
@@ -180,6 +183,10 @@ def evaluate(
     mark = time.perf_counter()
     try:
         batching = {"batch_size": batch_size if backend == "hf" else "auto"}  # vLLM schedules its own batches
+        if backend == "vllm" and device == "cpu":
+            from klrl.training.vllm_backend import import_vllm
+
+            import_vllm()
         lm = get_model(backend).create_from_arg_obj(
             _model_args(backend, model, revision, device, seed, vllm_memory_fraction), batching
         )
