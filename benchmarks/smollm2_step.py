@@ -142,17 +142,26 @@ def step_flops(model: dict, counts: dict) -> float:
     return generation + 2 * forward + 2 * forward  # πθ and πref forwards, then the backward
 
 
-def prepare(config: Path) -> Path:
-    """The settings of the config's first cell, its base model and task data built by Snakemake."""
+def first_cell(config: Path):
+    """The config's first cell (klrl.grid.expansion.Cell), its base model and the data of its
+    training and evaluation tasks built by Snakemake."""
     sys.path.insert(0, str(ROOT / "workflow"))
     from klrl.grid.config_check import read_config
     from klrl.grid.expansion import expand_grid
 
     cell = next(iter(expand_grid(read_config(config)).values()))
-    targets = [cell.train["base_model"] + "/config.json", str(Path(cell.train["train_data"]).parent / "manifest.json")]
+    data = Path(cell.train["train_data"]).parent.parent
+    tasks = {cell.task, *cell.eval_tasks}
+    targets = [cell.train["base_model"] + "/config.json", *(str(data / task / "manifest.json") for task in tasks)]
     env = os.environ | {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     command = ["snakemake", "--configfile", str(config), "--cores", "2", *targets]
     subprocess.run(command, cwd=ROOT, env=env, check=True, capture_output=True)
+    return cell
+
+
+def prepare(config: Path) -> dict:
+    """The train settings of the config's first cell, its files built (first_cell), for timing steps."""
+    cell = first_cell(config)
     return (
         cell.train
         | {key: str(ROOT / cell.train[key]) for key in ("base_model", "train_data", "eval_data")}
