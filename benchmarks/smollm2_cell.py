@@ -12,10 +12,10 @@ cells of it (seeds 0 and 1) run at once, one per core. The layouts:
                      weights synced each step, the engine's log-probs kept beside the
                      learner's) and lm-eval's vLLM backend for the evaluation
 
-Per layout: the wall time of a cell (the slower of the two), its training and its evaluation,
-the CPU seconds a cell took, and the training's phases summed over its steps (the trainer's own timers, time/generate,
-time/score, time/backward, time/optimizer; what the process did besides them is start-up,
-checkpoints and the end of the run).
+Per layout, medians over its cells: the wall time of a cell, its training and its evaluation,
+the CPU seconds a cell took, and the training's phases summed over its steps (the trainer's own
+timers, time/generate, time/score, time/backward, time/optimizer; what the process did besides
+them is start-up, checkpoints and the end of the run).
 
     .venv/bin/python benchmarks/smollm2_cell.py --baseline 09fd533 [--reps 1] [--steps N]
 """
@@ -96,7 +96,7 @@ def run_pair(python: str, code: Path, settings: dict, evaluate: list[str], work:
         start, trained, evaluated = map(float, stdout.split())
         steps = [record for record in read_metrics(folder / "train" / "metrics.jsonl") if "time/score" in record]
         phases = {phase: sum(step.get(f"time/{phase}", 0.0) for step in steps) for phase in PHASES}
-        cells.append({"train": trained - start, "evaluate": evaluated - trained, "steps": len(steps)} | phases)
+        cells.append({"train": trained - start, "evaluate": evaluated - trained} | phases)
         subprocess.run(["rm", "-rf", str(folder.parent)], check=True)
     cpu = (children_cpu() - cpu) / len(cells)
     return [one | {"cpu": cpu} for one in cells]
@@ -129,11 +129,11 @@ def main() -> None:
             "hf": (sys.executable, ROOT, {}, []),
             "vLLM": (args.vllm_python, ROOT, VLLM, ["--backend", "vllm"]),
         }
+        known = {name: train_fields(python, code) for name, (python, code, _, _) in layouts.items()}
         cells: dict[str, list[dict]] = {name: [] for name in layouts}
         for rep in range(args.reps):
             for name, (python, code, overrides, backend) in layouts.items():
-                known = train_fields(python, code)
-                cell_settings = {key: value for key, value in (settings | overrides).items() if key in known}
+                cell_settings = {key: value for key, value in (settings | overrides).items() if key in known[name]}
                 measured = run_pair(python, code, cell_settings, evaluate + backend, work)
                 cells[name] += measured
                 print(rep, name, [round(one["train"] + one["evaluate"], 1) for one in measured], flush=True)
