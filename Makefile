@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install gpu-env lint format test test-fast test-pythons test-vllm vllm-env audit-env test-audit run cells readme-figures readme-results publish-results readme-screenshots ui browser postgresql tracking-server clean bench bench-trl bench-trl-long bench-sampling bench-dag bench-grid bench-eval bench-grading bench-tests
+.PHONY: install gpu-env lint format test test-fast test-pythons test-vllm vllm-env audit-env test-audit test-index run cells readme-figures readme-results publish-results readme-screenshots ui browser postgresql tracking-server clean bench bench-trl bench-trl-long bench-sampling bench-dag bench-grid bench-eval bench-grading bench-tests
 
 # Bytecode is written as each module is first imported, not for every installed module at
 # install (pip's --no-compile): a job imports a fraction of a venv's modules, and compiling
@@ -58,11 +58,13 @@ WORKERS := -n 2 --dist loadfile --no-loadscope-reorder
 # beside them, their subprocesses). An idle thread sleeps rather than spins, so it does not take
 # a core another process waits for (benchmarks/omp_wait.py measures the CPU time this saves). The
 # wait policy changes how a thread waits, not the thread count or a reduction's order: no result changes.
-test test-fast test-pythons test-vllm test-audit: export OMP_WAIT_POLICY := PASSIVE
+test test-fast test-pythons test-vllm test-audit test-index: export OMP_WAIT_POLICY := PASSIVE
 
 # The venvs and chromium are built side by side first (pip and apt use one core each). Then the
-# main suite runs, and beside it, one after the other: the vLLM suite, the audits, and the quick
-# suites under the further Pythons (test-pythons), whose venvs are built meanwhile (mostly
+# main suite runs, and beside it, one after the other: the vLLM suite, the audits, the GPU pins'
+# resolution against the package index (test-index: minutes of waiting on the network, which
+# would hold one of the main suite's two workers), and the quick suites under the further
+# Pythons (test-pythons), whose venvs are built meanwhile (mostly
 # download and disk, one after the other: two editable installs never write the project's
 # egg-info at once). The main suite alone leaves a core partly idle while its tests wait on
 # servers and subprocesses; the suites beside it take that time. Their output is printed after
@@ -70,6 +72,7 @@ test test-fast test-pythons test-vllm test-audit: export OMP_WAIT_POLICY := PASS
 # (DURATIONS) and its wall time, so that every log says where the time went.
 VLLM_LOG := results/test-vllm.log
 AUDIT_LOG := results/test-audit.log
+INDEX_LOG := results/test-index.log
 PYTHONS_LOG := results/build-pythons.log
 PYTHONS_TEST_LOG := results/quick-pythons.log  # not results/test-py*.log, which test-pythons removes first
 DURATIONS := --durations=15
@@ -83,15 +86,17 @@ test:
 	{ $(MAKE) --no-print-directory --jobs 1 $(PYTHONS_STAMPS) > $(PYTHONS_LOG) 2>&1 & build=$$!; \
 	  $(MAKE) --no-print-directory test-vllm > $(VLLM_LOG) 2>&1; vllm=$$?; \
 	  $(MAKE) --no-print-directory test-audit > $(AUDIT_LOG) 2>&1; audit=$$?; \
+	  $(MAKE) --no-print-directory test-index > $(INDEX_LOG) 2>&1; index=$$?; \
 	  wait $$build; $(MAKE) --no-print-directory test-pythons > $(PYTHONS_TEST_LOG) 2>&1; pythons=$$?; \
-	  exit $$((vllm | audit | pythons)); } & side=$$!; \
-	start=$$(date +%s); $(BIN)/python -m pytest -m "not gpu and not audit_envs" $(WORKERS) $(DURATIONS); main=$$?; \
+	  exit $$((vllm | audit | index | pythons)); } & side=$$!; \
+	start=$$(date +%s); $(BIN)/python -m pytest -m "not gpu and not audit_envs and not package_index" $(WORKERS) $(DURATIONS); main=$$?; \
 	echo "--- the main suite took $(call elapsed,$$start)"; \
 	wait $$side; side=$$?; \
 	echo "--- the vLLM suite (make test-vllm, beside the main suite):"; cat $(VLLM_LOG); \
 	echo "--- the verl and OpenRLHF audits (make test-audit, after it):"; cat $(AUDIT_LOG); \
+	echo "--- the GPU pins against the package index (make test-index, after the audits):"; cat $(INDEX_LOG); \
 	echo "--- the venvs of Python $(PYTHONS) (built beside the main suite):"; cat $(PYTHONS_LOG); \
-	echo "--- the quick suites under Python $(PYTHONS) (make test-pythons, after the audits):"; cat $(PYTHONS_TEST_LOG); \
+	echo "--- the quick suites under Python $(PYTHONS) (make test-pythons, after the index):"; cat $(PYTHONS_TEST_LOG); \
 	test $$main = 0 && test $$side = 0
 
 # Disk a `make test` from nothing takes (benchmarks/disk_use.py around `.ci/run` on a fresh clone;
@@ -118,7 +123,7 @@ format: $(STAMP)
 
 # The quick loop: every unit and integration test, without the slow ones (end-to-end grids,
 # torchrun, kill -9 faults), the SLURM cluster, the vLLM venv and the audited libraries' venvs.
-QUICK := -m "not slow and not slurm and not gpu and not audit_envs"
+QUICK := -m "not slow and not slurm and not gpu and not audit_envs and not package_index"
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest $(QUICK) $(WORKERS)
@@ -239,6 +244,13 @@ test-audit: $(AUDIT_STAMPS) $(STAMP)
 	done; echo "--- docs/audit.md's audit block against a fresh run of every library:"; \
 	$(BIN)/python -m pytest -m audit_envs -p no:cacheprovider $(DURATIONS) tests/audit/test_audit.py || status=1; \
 	echo "--- the audit suites took $(call elapsed,$$start)"; exit $$status
+
+# The GPU pins (requirements/gpu.txt over the project's constraints) resolved by pip against the
+# package index, which the install on a GPU node meets (marker package_index: the main and quick
+# suites leave it to this target, run beside them).
+test-index: $(STAMP)
+	@start=$$(date +%s); $(BIN)/python -m pytest -m package_index -p no:cacheprovider $(DURATIONS) tests/test_gpu_install.py; \
+	status=$$?; echo "--- the package index suite took $(call elapsed,$$start)"; exit $$status
 
 # The whole default grid (config/config.yaml) through Snakemake; any other config with
 # `make run CONFIG=config/<name>.yaml`. Rules call `python -m klrl`, found on the venv's PATH.

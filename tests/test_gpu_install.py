@@ -23,6 +23,7 @@ def test_a_gpu_pin_replaces_the_projects_and_a_left_out_package_goes():
 
 
 @pytest.mark.slow
+@pytest.mark.package_index
 def test_the_gpu_pins_resolve_with_the_projects_against_the_package_index(tmp_path):
     pins = tmp_path / "gpu-constraints.txt"
     pins.write_text(
