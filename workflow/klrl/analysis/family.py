@@ -59,15 +59,16 @@ def rate_test(collapsed: tuple[int, int], seeds: tuple[int, int]) -> dict:
         return {"effect": np.nan, "p": np.nan}
     total = sum(collapsed)
     splits = range(max(0, total - seeds[1]), min(total, seeds[0]) + 1)
-    p_min = min(_fisher(x, total - x, seeds) for x in splits)
+    p_min = min(fisher_p(x, total - x, seeds) for x in splits)
     return {
         "effect": collapsed[0] / seeds[0] - collapsed[1] / seeds[1],
-        "p": _fisher(*collapsed, seeds),
+        "p": fisher_p(*collapsed, seeds),
         "p_min": p_min,
     }
 
 
-def _fisher(first: int, second: int, seeds: tuple[int, int]) -> float:
+def fisher_p(first: int, second: int, seeds: tuple[int, int]) -> float:
+    """Fisher's exact two-sided p of equal rates: `first` of seeds[0] against `second` of seeds[1]."""
     return float(scipy_stats.fisher_exact([[first, seeds[0] - first], [second, seeds[1] - second]]).pvalue)
 
 

@@ -1,5 +1,6 @@
-"""`klrl power`: by simulation (klrl.analysis.power_study), the coverage of the claims' interval,
-the seeds a claim needs, or the collapse scenario's rates, fitted to a run or given."""
+"""`klrl power` (klrl.analysis.power_study): by simulation, the coverage of the claims' interval,
+the seeds a claim needs, or the collapse scenario's rates, fitted to a run or given; exactly, a
+collapse-rate row's power at given rates and seed counts."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ import argparse
 import itertools
 from pathlib import Path
 
-HELP = "coverage of the claims' interval and the seeds a claim needs, by simulation"
+HELP = "coverage of the claims' interval, the seeds a claim needs, a collapse-rate row's power"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("what", choices=("coverage", "seeds", "collapse"), help="which table to print")
+    parser.add_argument("what", choices=("coverage", "seeds", "collapse", "rates"), help="which table to print")
     parser.add_argument("--seed-sd", type=float, nargs="+", default=[0.03, 0.06, 0.1, 0.15], help="seed SDs of pass@1")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[2, 3, 5], help="seeds per configuration (coverage)")
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", default=[2, 3, 5], help="seeds per configuration (coverage, rates)"
+    )
     parser.add_argument("--problems", type=int, nargs="+", default=[150, 500], help="evaluation problems (seeds)")
     parser.add_argument("--samples", type=int, nargs="+", default=[4], help="samples per problem (seeds)")
     parser.add_argument("--effect", type=float, default=0.05, help="true difference in pass@1")
@@ -31,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--collapse",
         type=float,
         nargs="+",
-        help="collapse: each configuration's collapse probability (without --tables)",
+        help="collapse: each configuration's collapse probability (without --tables); rates: pairs of them",
     )
     parser.add_argument(
         "--survivor-sd",
@@ -39,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1.0,
         help="collapse: seed SD of a collapsing configuration's survivors, as a multiple of the others'",
     )
+    parser.add_argument("--rows", type=int, default=5, help="rates: rows with a p-value in the claims' family")
     parser.add_argument("--write", type=Path, help="rewrite this file's power:WHAT block with the table")
 
 
@@ -47,7 +51,9 @@ def run(args: argparse.Namespace) -> None:
 
     if args.configs < 2 or args.grids < 1:
         raise SystemExit(f"--configs {args.configs} must be ≥ 2 and --grids {args.grids} ≥ 1")
-    if args.what == "collapse":
+    if args.what == "rates":
+        table = _rates(args)
+    elif args.what == "collapse":
         given = dict(base_rate=args.base_rate, seed_sd=args.seed_sd[0], seeds=args.seeds[0], problems=args.problems[0])
         table = collapse_table(args.tables, args.collapse, given, args.grids, args.random_seed, args.survivor_sd)
     else:
@@ -96,3 +102,14 @@ def _seeds(args: argparse.Namespace) -> str:
         n = seeds_needed(scenario, args.effect, args.power, args.configs, args.grids, args.random_seed)
         lines.append(f"| {sd:g} | {problems} | {samples} | {n if n else '> 32'} |")
     return "\n".join(lines)
+
+
+def _rates(args: argparse.Namespace) -> str:
+    from klrl.analysis.power_study import rates_table
+
+    given = args.collapse or []
+    if not given or len(given) % 2 or not all(0 <= q <= 1 for q in given):
+        raise SystemExit("power rates: --collapse takes pairs of collapse probabilities in [0, 1], e.g. 0.8 0.2")
+    if args.rows < 1 or min(args.seeds) < 1:
+        raise SystemExit(f"power rates: --rows {args.rows} and every --seeds must be ≥ 1")
+    return rates_table(list(zip(given[::2], given[1::2])), args.seeds, args.rows)
