@@ -117,11 +117,11 @@ def test_the_results_pages_blocks_regenerate_from_the_published_tables_byte_for_
     assert readme.read_text() == (ROOT / "docs" / "results.md").read_text()
 
 
-def _collapse_command(statistics: str) -> list[str]:
-    """The arguments of the `python -m klrl power collapse` command docs/statistics.md shows
-    (indented, continued with backslashes), without its --write."""
-    lines = statistics.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("    python -m klrl power collapse"))
+def _power_command(page: str, what: str) -> list[str]:
+    """The arguments of the `python -m klrl power WHAT` command a docs page shows (indented,
+    continued with backslashes), without its --write."""
+    lines = page.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"    python -m klrl power {what}"))
     command = ""
     for line in lines[start:]:
         command += line.strip().removesuffix("\\") + " "
@@ -138,10 +138,22 @@ def test_the_statistics_pages_collapse_block_is_what_its_command_gives_on_the_pu
     """docs/statistics.md's collapse block, computed again by the command the page shows (fitted to
     the study's published tables), is the committed one: no number in it typed by hand."""
     statistics = (ROOT / "docs" / "statistics.md").read_text()
-    arguments = _collapse_command(statistics)
+    arguments = _power_command(statistics, "collapse")
     assert arguments[:4] == ["power", "collapse", "--tables", "docs/results/study"], arguments
     page = tmp_path / "statistics.md"
     page.write_text(statistics)
     monkeypatch.chdir(ROOT)
     assert main([*arguments, "--write", str(page)]) == 0
     assert page.read_text() == statistics
+
+
+def test_the_smollm2_pages_rates_block_is_what_its_command_gives(tmp_path):
+    """docs/smollm2.md's power for the rate rows, computed again by the command the page shows
+    (exact, from the collapse rates it states), is the committed block."""
+    smollm2 = (ROOT / "docs" / "smollm2.md").read_text()
+    arguments = _power_command(smollm2, "rates")
+    assert arguments[:3] == ["power", "rates", "--collapse"], arguments
+    page = tmp_path / "smollm2.md"
+    page.write_text(smollm2)
+    assert main([*arguments, "--write", str(page)]) == 0
+    assert page.read_text() == smollm2
