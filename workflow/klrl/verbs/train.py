@@ -61,7 +61,9 @@ def run(args: argparse.Namespace) -> None:
             return
         trainer = None
         try:
-            if main and args.mlflow_runs and args.mlflow_key:
+            if not main:
+                tracker = None  # rank 0 alone logs (Trainer); the others need no MLflow client, nor its import
+            elif args.mlflow_runs and args.mlflow_key:
                 tracker = attempt_tracker(args.out, config, args.mlflow_runs, args.mlflow_key)
             else:
                 tracker = tracker_from_args(args)
