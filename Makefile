@@ -69,7 +69,8 @@ test test-fast test-pythons test-vllm test-audit test-index: export OMP_WAIT_POL
 # egg-info at once). The main suite alone leaves a core partly idle while its tests wait on
 # servers and subprocesses; the suites beside it take that time. Their output is printed after
 # the main suite's. Any suite failing fails the target. Each suite ends with its slowest tests
-# (DURATIONS) and its wall time, so that every log says where the time went.
+# (DURATIONS: by wall time, and by CPU, tests/cpu_durations.py) and its wall time, so that every
+# log says where the time went.
 VLLM_LOG := results/test-vllm.log
 AUDIT_LOG := results/test-audit.log
 INDEX_LOG := results/test-index.log

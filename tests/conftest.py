@@ -1,7 +1,8 @@
 """Fixtures and builders every test may use: a tiny base model and prepared data (built once
 per pytest run, once per worker under `make test`), the CI grid (run once for all workers), the
 order of the longest tests, the settings of a tiny training cell (`tiny_settings`,
-`tiny_config`) and a cell's settings file in a results folder (`write_cell_settings`)."""
+`tiny_config`) and a cell's settings file in a results folder (`write_cell_settings`); the
+tests by CPU time beside `--durations` (cpu_durations)."""
 
 import json
 import os
@@ -23,6 +24,8 @@ from klrl.tasks.data import prepare
 from klrl.training.config import TrainConfig
 from klrl.core.typed import from_mapping
 from workflow_helpers import copy_workflow, snakemake
+
+pytest_plugins = ["cpu_durations"]
 
 # A model small enough to build in a second, its competence checked on 8 problems a task with no
 # floor. Its corpus and optimizer settings are spelled out, so a change of the default recipe
