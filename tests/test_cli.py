@@ -51,6 +51,7 @@ def test_version_is_the_package_version(repo_root):
     assert result.stdout.strip() == f"python -m klrl {declared}"
 
 
+@pytest.mark.slow
 def test_help_shows_defaults_and_train_help_lists_every_config_key():
     from dataclasses import fields
 
@@ -83,6 +84,7 @@ def test_describe_rejects_an_unknown_configuration():
     assert "unknown KL configuration 'k4-reward'" in result.stderr
 
 
+@pytest.mark.slow
 def test_toy_bias_writes_one_row_per_config_and_mode(tmp_path):
     out = tmp_path / "toy" / "bias.csv"
     result = _klrl("toy-bias", "--out", str(out), "--samples", "200", "--batch-size", "4", "--horizon", "3")

@@ -196,6 +196,7 @@ def test_the_workflow_refuses_a_schema_without_the_new_task_then_trains_on_it(
 # ----------------------------------------------------------------------------------- model
 
 
+@pytest.mark.slow
 def test_a_model_declared_in_a_config_gets_its_cells_and_no_build_job(tiny_base, tmp_path):
     folder = copy_workflow(tmp_path)
     config = load_config("test")
@@ -287,6 +288,7 @@ save(figure, args.out, "dummy_scores")
 '''
 
 
+@pytest.mark.slow
 def test_a_new_figure_script_is_a_figure_job_and_draws_from_the_tables(tmp_path):
     folder = copy_workflow(tmp_path)
     (folder / "paper_figures" / "dummy_scores.py").write_text(DUMMY_FIGURE)
@@ -312,6 +314,7 @@ def test_a_new_figure_script_is_a_figure_job_and_draws_from_the_tables(tmp_path)
     assert (tmp_path / "out" / "dummy_scores.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow
 def test_a_figure_script_without_a_docstring_stops_the_workflow_naming_it(tmp_path):
     folder = copy_workflow(tmp_path)
     (folder / "paper_figures" / "dummy_scores.py").write_text(DUMMY_FIGURE.split('"""', 2)[2])

@@ -26,6 +26,7 @@ def drawn(tables, tmp_path_factory) -> tuple[Path, dict[str, str]]:
     return out, draw_figures(tables, out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("figure", FIGURES)
 def test_every_figure_renders_without_overlapping_text(drawn, figure):
     out, stderr = drawn

@@ -1,6 +1,7 @@
 """The grading processes (klrl.grading.verify_worker) killed or stopped from outside: replaced, and
 every answer that arrived counted, past an item's timeout or the batch's deadline."""
 
+import pytest
 import os
 import signal
 import threading
@@ -37,6 +38,7 @@ def _grading_templates() -> list[int]:
     ]
 
 
+@pytest.mark.slow
 def test_killed_grading_processes_are_replaced():
     assert math_reward([r"\boxed{\sqrt{20}}"], [r"2\sqrt{5}"]) == [1.0]  # starts the template and its workers
     templates = _grading_templates()

@@ -24,6 +24,7 @@ def test_the_grid_imports_no_torch(module):
     assert out.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_a_single_process_trainer_does_not_import_distributed_checkpointing():
     """torch.distributed.checkpoint costs about 0.8 s per train job; only sharded models need it."""
     code = "import sys, klrl.training.trainer; print('torch.distributed.checkpoint' in sys.modules)"
@@ -31,6 +32,7 @@ def test_a_single_process_trainer_does_not_import_distributed_checkpointing():
     assert out.strip() == "False"
 
 
+@pytest.mark.slow
 def test_a_train_jobs_other_ranks_do_not_import_mlflow(tmp_path):
     """Rank 0 alone logs to MLflow (Trainer); the import costs the other ranks of a torchrun job
     about 2.5 s of CPU each."""

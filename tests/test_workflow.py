@@ -133,7 +133,12 @@ BAD_CONFIGS = [
 ]
 
 
-@pytest.mark.parametrize(("edit", "message"), BAD_CONFIGS)
+# Each case starts Snakemake (about 6 s of CPU): the first runs in the quick suites, the rest are
+# slow; test_a_bad_config_stops_klrl_cells_in_one_line checks every message in-process.
+SNAKEMAKE_BAD_CONFIGS = [BAD_CONFIGS[0], *(pytest.param(*case, marks=pytest.mark.slow) for case in BAD_CONFIGS[1:])]
+
+
+@pytest.mark.parametrize(("edit", "message"), SNAKEMAKE_BAD_CONFIGS)
 def test_a_bad_config_stops_snakemake_before_any_job(tmp_path, edit, message):
     """One line naming the file, the key and what is allowed: never a traceback, the schema or the config dumped."""
     folder = copy_workflow(tmp_path)
@@ -201,6 +206,7 @@ def test_klrl_cells_names_each_missing_required_key_in_one_line(path, tmp_path, 
     assert capsys.readouterr().err == f"klrl cells: error: {message} (--debug for the traceback)\n"
 
 
+@pytest.mark.slow
 def test_config_overrides_apply_on_top_of_the_default_config(tmp_path):
     folder = copy_workflow(tmp_path)
     result = snakemake(folder, "-n", "-p", "--config", "experiment=override", "--", "results/override/mlflow/runs.json")
@@ -209,6 +215,7 @@ def test_config_overrides_apply_on_top_of_the_default_config(tmp_path):
     assert f"--cells {' '.join(f'{c.group}:{c.id}' for c in default_cells.values())}" in " ".join(result.stdout.split())
 
 
+@pytest.mark.slow
 def test_an_unknown_cell_path_names_the_closest_cells(tmp_path):
     folder = copy_workflow(tmp_path)
     result = snakemake(
@@ -246,6 +253,7 @@ def ci_dry_run(tmp_path_factory) -> subprocess.CompletedProcess:
     return result
 
 
+@pytest.mark.slow
 def test_the_paper_config_dry_runs_to_its_grid(paper_dry_run):
     cells = expand_grid(load_config("paper"))
     assert (
@@ -268,6 +276,7 @@ def test_the_paper_config_dry_runs_to_its_grid(paper_dry_run):
     assert "  k1-loss (on-policy; 8 cells): does nothing, its KL term's expected gradient is zero" in listed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["smollm2", "study"])
 def test_every_other_shipped_config_dry_runs_to_one_train_and_evaluate_job_per_cell(tmp_path, name):
     """The configs not run end to end here (paper: above; config and test: for real) pass the
@@ -288,6 +297,7 @@ def test_a_batch_that_gpus_cannot_share_is_a_grid_error():
         expand_grid(config)
 
 
+@pytest.mark.slow
 def test_multi_gpu_cells_train_under_torchrun(paper_dry_run, ci_dry_run):
     """Under a GPU lease of their count (tests/grid/test_gpu_leases.py); CPU cells under neither."""
     commands = train_commands(paper_dry_run.stdout)
@@ -300,6 +310,7 @@ def test_multi_gpu_cells_train_under_torchrun(paper_dry_run, ci_dry_run):
     assert commands and set(commands) == {"python -m klrl"}
 
 
+@pytest.mark.slow
 def test_a_base_is_built_once_per_recipe_and_read_by_every_config_with_it(ci_dry_run, tmp_path):
     """The tiny base of .test/config/test.yaml goes to results/bases/tiny-<hash>/ (its dry run
     on a fresh copy); once it is there, another config with the same recipe (spelled otherwise)
@@ -332,6 +343,7 @@ def test_a_base_is_built_once_per_recipe_and_read_by_every_config_with_it(ci_dry
     assert job_counts(dry.stdout)["build_base"] == 1 and job_counts(dry.stdout)["train"] == 2 and other in dry.stdout
 
 
+@pytest.mark.slow
 def test_the_workflow_lints_clean(tmp_path):
     folder = copy_workflow(tmp_path)
     result = snakemake(folder, "--lint", "--configfile", ".test/config/test.yaml")

@@ -106,6 +106,7 @@ def test_the_collapse_scenario_fitted_to_published_tables_is_the_one_the_runs_ta
 PUBLISHED = sorted(path.parent for path in (ROOT / "docs" / "results").glob("*/seeds.csv"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("published", PUBLISHED, ids=[path.name for path in PUBLISHED])
 def test_the_results_pages_blocks_regenerate_from_the_published_tables_byte_for_byte(published, tmp_path):
     """Every experiment published in docs/results/: its blocks, computed again from its published

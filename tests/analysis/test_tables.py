@@ -134,6 +134,7 @@ def partial_figures(synthetic, tmp_path_factory) -> tuple[Path, dict[str, str]]:
     return out, draw_figures(synthetic / "tables", out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("figure", FIGURES)
 def test_every_figure_draws_from_a_partial_grid(partial_figures, figure):
     out, stderr = partial_figures

@@ -16,6 +16,7 @@ from klrl.tasks.data import prepare, read_split
 from conftest import records
 
 
+@pytest.mark.slow
 def test_evaluate_command_writes_scores_and_per_sample_logs(tiny_base, eval_data, tmp_path):
     out = tmp_path / "base" / "tiny" / "eval" / "results.json"
     command = [sys.executable, "-m", "klrl", "evaluate", "--model", str(tiny_base), "--tasks", "arith", "arith-long"]
@@ -75,6 +76,7 @@ def test_a_malformed_dataset_row_is_named_before_any_model_loads(tiny_base, eval
         evaluate(str(tiny_base), ["arith"], bad, Decoding(samples=1))
 
 
+@pytest.mark.slow
 def test_scores_and_files_reach_the_cells_mlflow_run(tiny_base, eval_data, tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
 

@@ -109,6 +109,7 @@ def test_command_line_overrides_are_parsed_by_the_field_type(tmp_path):
         load_config(path, ["bta=1"])
 
 
+@pytest.mark.slow
 def test_the_train_verb_names_a_bad_setting_in_one_line(tmp_path):
     path = tmp_path / "cell.json"
     path.write_text(json.dumps(_base_values(steps="three")))

@@ -145,6 +145,7 @@ def test_a_lease_of_zero_gpus_or_under_slurm_keeps_the_environment(tmp_path):
     assert not (tmp_path / "locks").exists()
 
 
+@pytest.mark.slow
 def test_the_paper_grid_plans_every_gpu_job_at_its_full_count_on_a_pool_of_8_and_stops_on_4(tmp_path):
     folder = copy_workflow(tmp_path)
     args = ("-n", "-p", "--profile", "profiles/local", "--configfile", "config/paper.yaml")

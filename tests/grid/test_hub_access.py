@@ -2,6 +2,7 @@
 a gated model without a token, a model or data set the cache lacks with the Hub offline, each
 stops the grid at load in one line; `klrl fetch` downloads each model and data set once."""
 
+import pytest
 import huggingface_hub
 from klrl.cli import main as klrl
 from klrl.grid.expansion import expand_grid
@@ -76,6 +77,7 @@ def test_offline_every_model_and_data_set_must_be_in_the_caches(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_the_grid_stops_at_load_naming_the_gated_model(tmp_path):
     folder = copy_workflow(tmp_path)
     args = ("-n", "--profile", "profiles/local", "--configfile", "config/paper.yaml")

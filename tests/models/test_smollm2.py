@@ -275,6 +275,7 @@ def test_lm_eval_hf_backend_loads_it(folder):
     assert london < paris - 2.0 and not london_greedy  # about -4.4
 
 
+@pytest.mark.slow
 def test_smollm2_turns_end_at_im_end(folder, tokenizer):
     from klrl.evaluation.harness import stop_kwargs
     from klrl.training.prompts import stop_token_ids

@@ -90,6 +90,7 @@ def test_a_malformed_row_is_named_by_file_and_line(tmp_path, line, message):
         read_split(path)
 
 
+@pytest.mark.slow
 def test_prepare_data_command(tmp_path):
     out = tmp_path / "countdown"
     cmd = [sys.executable, "-m", "klrl", "prepare-data", "--task", "countdown", "--out", str(out)]

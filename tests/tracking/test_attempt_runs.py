@@ -231,6 +231,7 @@ def _logged_past_checkpoint(out: Path, steps: int) -> bool:
     return len(metrics.read_bytes().splitlines()) >= covered + steps
 
 
+@pytest.mark.slow
 def test_a_diverged_cell_is_finished_with_its_reason(tmp_path, monkeypatch):
     """The trainer's end of a diverged cell, and reconcile's of one killed right after its
     status.json (before MLflow was told): FINISHED, tagged diverged with the reason."""

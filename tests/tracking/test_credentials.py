@@ -97,6 +97,7 @@ def test_track_grid_stops_before_its_runs_file_on_an_unreachable_server_or_an_op
         assert line.startswith(f"klrl track-grid: error: tracking server {uri}: {reason}"), line
 
 
+@pytest.mark.slow
 def test_snakemake_stops_at_load_in_one_line_when_the_tracking_server_is_unreachable(tmp_path):
     folder = copy_workflow(tmp_path)
     config = load_config("test")

@@ -85,6 +85,7 @@ def _postgres_port(state: Path) -> str:
     return (state / "postgres" / "postmaster.pid").read_text().splitlines()[3].strip()
 
 
+@pytest.mark.slow
 @needs_postgres
 def test_the_servers_secrets_are_owner_only_and_not_mlflows_default(server):
     address, state = server
@@ -98,6 +99,7 @@ def test_the_servers_secrets_are_owner_only_and_not_mlflows_default(server):
     assert _rest(address, "GET", "mlflow/users/get", {"username": admin[0]}, admin) == 200
 
 
+@pytest.mark.slow
 @needs_postgres
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("useradd"), reason="creating a second local user needs root")
 def test_a_second_local_user_can_neither_read_nor_write_the_owners_runs_nor_open_the_database(server):
@@ -146,6 +148,7 @@ def test_a_second_local_user_can_neither_read_nor_write_the_owners_runs_nor_open
     assert owner.stdout.strip() == "1", owner.stderr
 
 
+@pytest.mark.slow
 @needs_postgres
 def test_wrong_or_missing_credentials_stop_a_grid_at_load_in_one_line(server, tmp_path):
     address, state = server
@@ -171,6 +174,7 @@ def test_a_server_without_authentication_serves_loopback_only(tmp_path):
     assert not (tmp_path / "state").exists()  # refused before anything was made
 
 
+@pytest.mark.slow
 @needs_postgres
 def test_rotation_gives_each_account_a_new_password_in_its_owner_only_file(server):
     """Last in the module: the server's passwords change."""
