@@ -37,6 +37,7 @@ SETTINGS = {
         "about 4 minutes",  # MLflow's retries
     ),
     "docs/components.md": ("100 kB strings",),  # a hostile input of the grading tests
+    "docs/contributing.md": ("3 s of CPU",),  # the cost from which a test is marked slow
     "docs/paper-scale.md": (
         "about 8 minutes on one GPU",  # the size of the prepared GPU check
         "40 GB or more of an 80 GB H100",  # the budget's memory against the GPU's
