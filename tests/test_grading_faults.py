@@ -1,13 +1,13 @@
 """The grading processes (klrl.grading.verify_worker) killed or stopped from outside: replaced, and
 every answer that arrived counted, past an item's timeout or the batch's deadline."""
 
-import pytest
 import os
 import signal
 import threading
 import time
 from pathlib import Path
 
+import pytest
 from klrl.grading.rewards import math_reward
 from klrl.grading.verify_worker import WORKERS, grading_counts
 

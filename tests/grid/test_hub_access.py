@@ -2,8 +2,8 @@
 a gated model without a token, a model or data set the cache lacks with the Hub offline, each
 stops the grid at load in one line; `klrl fetch` downloads each model and data set once."""
 
-import pytest
 import huggingface_hub
+import pytest
 from klrl.cli import main as klrl
 from klrl.grid.expansion import expand_grid
 from klrl.grid.hub_access import first_problem
