@@ -32,9 +32,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from klrl.analysis.contrasts import Contrast
+from klrl.analysis.rate_tests import RateRow
 
 ALPHA = 0.05
 COMBINES = ("every", "pooled")
+DIRECTIONS = ("greater", "less", "equivalent")
 VERDICTS = (
     "reproduced",
     "reproduced, below its size",
@@ -47,36 +49,48 @@ VERDICTS = (
 
 @dataclass(frozen=True)
 class Side:
-    """Which way a claim points (`greater`: θ > null) and the two thresholds it is tested at."""
+    """Which way a claim points (`greater`: θ > null; `equivalent`: |θ| < size, its null the
+    same margin) and the two thresholds it is tested at. A row is any test of θ with `p_above`,
+    `p_below` and `interval` (klrl.analysis.contrasts.Contrast, klrl.analysis.rate_tests.RateRow)."""
 
-    direction: str  # greater | less
+    direction: str  # greater | less | equivalent
     null: float
     size: float
 
     def __post_init__(self) -> None:
-        if self.direction not in ("greater", "less"):
-            raise ValueError(f"direction {self.direction!r} is not greater or less")
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"direction {self.direction!r} is not one of {', '.join(DIRECTIONS)}")
+        if self.direction == "equivalent":
+            if not (self.size > 0 and self.null == self.size):
+                raise ValueError(f"an equivalence margin {self.size:g} must be positive and its own null")
+            return
         beyond = self.size > self.null if self.direction == "greater" else self.size < self.null
         if not beyond:
             raise ValueError(f"size {self.size:g} does not lie beyond null {self.null:g} on the {self.direction} side")
 
-    def p_present(self, tested: Contrast) -> float:
+    def p_present(self, row) -> float:
         """One-sided p of 'θ lies at or behind the null' (small: the effect is there)."""
-        return tested.p_above(self.null) if self.direction == "greater" else tested.p_below(self.null)
+        if self.direction == "equivalent":  # TOST: both one-sided tests inside the margin
+            return max(row.p_above(-self.size), row.p_below(self.size))
+        return row.p_above(self.null) if self.direction == "greater" else row.p_below(self.null)
 
-    def p_size(self, tested: Contrast) -> float:
-        """One-sided p of 'θ reaches the size' (small: the effect falls short of it)."""
-        return tested.p_below(self.size) if self.direction == "greater" else tested.p_above(self.size)
+    def p_size(self, row) -> float:
+        """One-sided p of 'θ reaches the size' (small: the effect falls short of it; for "≈": it
+        lies outside the margin, either side, Bonferroni over the two)."""
+        if self.direction == "equivalent":
+            return min(1.0, 2 * min(row.p_above(self.size), row.p_below(-self.size)))
+        return row.p_below(self.size) if self.direction == "greater" else row.p_above(self.size)
 
-    def p_wrong_side(self, tested: Contrast) -> float:
+    def p_wrong_side(self, row) -> float:
         """One-sided p of 'θ lies on the claim's side of the null' (small: it points the other way)."""
-        return tested.p_below(self.null) if self.direction == "greater" else tested.p_above(self.null)
+        if self.direction == "equivalent":
+            return self.p_size(row)
+        return row.p_below(self.null) if self.direction == "greater" else row.p_above(self.null)
 
-    def bound(self, tested: Contrast, level: float) -> float:
-        """The one-sided confidence bound that the size test is the dual of: an upper bound for
-        `greater`, a lower bound for `less`."""
-        low, high = tested.interval(2 * level - 1)
-        return high if self.direction == "greater" else low
+    def bound(self, row, level: float) -> tuple[float, float]:
+        """The one-sided confidence bound that the size test is the dual of (an upper bound for
+        `greater`, a lower one for `less`; "≈": the two-sided interval): the interval whose ends they are."""
+        return row.interval(2 * level - 1)
 
 
 @dataclass(frozen=True)
@@ -88,7 +102,7 @@ class ClaimTest:
     p_present: float
     p_size: float
     p_wrong_side: float
-    bounding: Contrast
+    bounding: object  # the row (or pooled row) whose bound is reported
     within: int  # the Bonferroni factor inside the claim (an `every` claim's rows; pooled: 1)
 
 
@@ -109,19 +123,20 @@ def welch(terms: list[tuple[float, np.ndarray]]) -> Contrast:
     return Contrast(float(effect), float(np.sqrt(variance)), float(df))
 
 
-def combine(side: Side, how: str, rows: list[Contrast]) -> ClaimTest:
-    """The claim's test from its rows' contrasts (module docstring: `every`, `pooled`)."""
+def combine(side: Side, how: str, rows: list) -> ClaimTest:
+    """The claim's test from its rows (module docstring: `every`, `pooled`); rows without a
+    standard error (a configuration with one seed) leave the claim untested."""
     if how not in COMBINES:
         raise ValueError(f"combine {how!r} is not one of {', '.join(COMBINES)}")
     if not rows:
         raise ValueError("a claim's test needs at least one row")
-    if any(not row.se > 0 for row in rows):  # one seed, or a constant: nothing to decide
+    if any(isinstance(row, Contrast) and not row.se > 0 for row in rows):
         return ClaimTest(float(np.mean([row.effect for row in rows])), np.nan, np.nan, np.nan, rows[0], 1)
     if how == "pooled":
-        weights = np.array([1 / row.se**2 for row in rows])
-        effect = float(np.dot(weights, [row.effect for row in rows]) / weights.sum())
-        pooled = Contrast(effect, float(1 / np.sqrt(weights.sum())), float(min(row.df for row in rows)))
-        return ClaimTest(effect, side.p_present(pooled), side.p_size(pooled), side.p_wrong_side(pooled), pooled, 1)
+        pooled = _pooled(rows)
+        return ClaimTest(
+            pooled.effect, side.p_present(pooled), side.p_size(pooled), side.p_wrong_side(pooled), pooled, 1
+        )
     sizes = [side.p_size(row) for row in rows]
     bounding = rows[int(np.argmin(sizes))]
     return ClaimTest(
@@ -132,6 +147,16 @@ def combine(side: Side, how: str, rows: list[Contrast]) -> ClaimTest:
         bounding,
         len(rows),
     )
+
+
+def _pooled(rows: list):
+    """One row for all the strata: rate rows pool their strata (an exact stratified test); mean
+    contrasts their fixed-effect (inverse-variance) mean, with the smallest row's degrees of freedom."""
+    if all(isinstance(row, RateRow) for row in rows):
+        return rows[0].pooled_with(rows[1:])
+    weights = np.array([1 / row.se**2 for row in rows])
+    effect = float(np.dot(weights, [row.effect for row in rows]) / weights.sum())
+    return Contrast(effect, float(1 / np.sqrt(weights.sum())), float(min(row.df for row in rows)))
 
 
 def shaffer_holm(pairs: list[tuple[float, float]]) -> list[tuple[float, float, float]]:
@@ -164,13 +189,56 @@ def verdict(test: ClaimTest, adjusted: tuple[float, float, float], side: Side) -
     if not (np.isfinite(present) or np.isfinite(size)):
         return "inconclusive", "no standard error (a configuration with fewer than 2 seeds)"
     level = 1 - ALPHA / ((multiplier if np.isfinite(multiplier) else 1) * test.within)
-    bound = side.bound(test.bounding, level)
-    limit = f"at most {bound:.3g}" if side.direction == "greater" else f"at least {bound:.3g}"
+    low, high = side.bound(test.bounding, level)
+    if side.direction == "equivalent":
+        limit = f"between {low:.3g} and {high:.3g}"
+    else:
+        limit = f"at most {high:.3g}" if side.direction == "greater" else f"at least {low:.3g}"
     if present < ALPHA:
         if size < ALPHA:
             return "reproduced, below its size", f"{limit} (size {side.size:g})"
         return "reproduced", ""
     if size < ALPHA:
+        if side.direction == "equivalent":
+            return "contradicted", f"{limit}, outside ±{side.size:g}"
         wrong = np.isfinite(multiplier) and multiplier * test.p_wrong_side < ALPHA
         return ("contradicted" if wrong else "absent at its size"), f"{limit} (size {side.size:g})"
     return "inconclusive", ""
+
+
+DECISION_COLUMNS = (
+    "rows",
+    "effect",
+    "p_present",
+    "p_size",
+    "p_present_adjusted",
+    "p_size_adjusted",
+    "verdict",
+    "reason",
+)
+
+
+def decide_claims(entries: list[tuple[Side, str, list]]) -> list[dict]:
+    """One family: each entry (a claim on one model) is its side, how its rows combine and its
+    rows' tests (none: the claim is not in this grid); per entry the DECISION_COLUMNS."""
+    tested = [combine(side, how, rows) if rows else None for side, how, rows in entries]
+    adjusted = shaffer_holm([(t.p_present, t.p_size) if t else (np.nan, np.nan) for t in tested])
+    decisions = []
+    for (side, _, rows), test, adjusted_p in zip(entries, tested, adjusted):
+        if test is None:
+            decisions.append({"rows": 0, "verdict": "not in this grid", "reason": ""})
+            continue
+        decided, reason = verdict(test, adjusted_p, side)
+        decisions.append(
+            {
+                "rows": len(rows),
+                "effect": test.effect,
+                "p_present": test.p_present,
+                "p_size": test.p_size,
+                "p_present_adjusted": adjusted_p[0],
+                "p_size_adjusted": adjusted_p[1],
+                "verdict": decided,
+                "reason": reason,
+            }
+        )
+    return decisions

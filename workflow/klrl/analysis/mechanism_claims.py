@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from klrl.analysis.claim_family import ALPHA, Side, combine, shaffer_holm, verdict, welch
+from klrl.analysis.claim_family import ALPHA, DECISION_COLUMNS, Side, decide_claims, welch
 from klrl.analysis.claims import Term
 from klrl.analysis.verdicts import describe, row_keys
 from klrl.objective.gradient_claims import describe as gradient_of
@@ -134,14 +134,7 @@ CLAIM_COLUMNS = (
     "null",
     "size",
     "size_source",
-    "rows",
-    "effect",
-    "p_present",
-    "p_size",
-    "p_present_adjusted",
-    "p_size_adjusted",
-    "verdict",
-    "reason",
+    *DECISION_COLUMNS,
 )
 
 
@@ -180,11 +173,10 @@ def mechanism_tables(results) -> tuple[list[dict], list[dict]]:
                 rows.append(dict(zip(ROW_COLUMNS, (claim.name, model, describe(beta), seeds, row.effect, low, high))))
                 rows[-1]["kind"] = "descriptive"
                 contrasts.append(row)
-            tested.append((claim, model, combine(claim.side, claim.combine, contrasts) if contrasts else None))
-    adjusted = shaffer_holm([(t.p_present, t.p_size) if t else (np.nan, np.nan) for _, _, t in tested])
-    claims = []
-    for (claim, model, test), adjusted_p in zip(tested, adjusted):
-        head = {
+            tested.append((claim, model, contrasts))
+    decisions = decide_claims([(claim.side, claim.combine, contrasts) for claim, _, contrasts in tested])
+    claims = [
+        {
             "claim": claim.name,
             "statement": claim.statement,
             "predicted_by": claim.predicted_by(),
@@ -195,23 +187,9 @@ def mechanism_tables(results) -> tuple[list[dict], list[dict]]:
             "size": claim.side.size,
             "size_source": claim.size_source,
         }
-        if test is None:
-            claims.append(head | {"rows": 0, "verdict": "not in this grid", "reason": ""})
-            continue
-        decided, reason = verdict(test, adjusted_p, claim.side)
-        claims.append(
-            head
-            | {
-                "rows": sum(1 for row in rows if row["claim"] == claim.name and row["model"] == model),
-                "effect": test.effect,
-                "p_present": test.p_present,
-                "p_size": test.p_size,
-                "p_present_adjusted": adjusted_p[0],
-                "p_size_adjusted": adjusted_p[1],
-                "verdict": decided,
-                "reason": reason,
-            }
-        )
+        | decision
+        for (claim, model, _), decision in zip(tested, decisions)
+    ]
     return rows, claims
 
 
