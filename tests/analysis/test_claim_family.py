@@ -114,6 +114,7 @@ def test_the_mechanism_block_is_generated_from_the_claims_table(tmp_path):
 
     from klrl.analysis.mechanism_claims import CLAIM_COLUMNS, mechanism_tables
     from klrl.analysis.mechanism_power import PlantedStudy
+    from klrl.analysis.claim_table import COLUMNS as CLAIMS_TABLE
     from klrl.analysis.verdicts import COLUMNS
     from klrl.reports.readme_blocks import rewrite_readme
 
@@ -123,7 +124,8 @@ def test_the_mechanism_block_is_generated_from_the_claims_table(tmp_path):
     tables = tmp_path / "tables"
     tables.mkdir()
     pd.DataFrame(claims, columns=CLAIM_COLUMNS).to_csv(tables / "mechanism_claims.csv", index=False)
-    pd.DataFrame(columns=COLUMNS).to_csv(tables / "claims.csv", index=False)
+    pd.DataFrame(columns=CLAIMS_TABLE).to_csv(tables / "claims.csv", index=False)
+    pd.DataFrame(columns=COLUMNS).to_csv(tables / "claim_rows.csv", index=False)
     page = tmp_path / "results.md"
     marks = "<!-- {0}:toy:begin -->\nold\n<!-- {0}:toy:end -->\n"
     page.write_text(marks.format("claims") + "between\n" + marks.format("mechanism"))

@@ -1,37 +1,27 @@
-"""A claim's verdict from all its rows (klrl.analysis.family.claim_verdict), as docs/results.md's claims
-block states and shows it: a claim about every β is reproduced only when every row is."""
+"""A claim's verdict from its one test (klrl.analysis.claim_table), as docs/results.md's claims block
+states and shows it: a claim about every β is reproduced only when every row shows it, and one β
+bounded short of its size makes it absent at its size."""
 
 import numpy as np
 import pandas as pd
-import pytest
 
-from klrl.analysis.family import CLAIM_RULE, claim_verdict
+from klrl.analysis.claim_table import COLUMNS as CLAIM_COLUMNS, claim_table
+from klrl.analysis.claims import CLAIMS
+from klrl.analysis.family import CLAIM_RULE
+from klrl.analysis.rate_tests import RateRow
 from klrl.analysis.verdicts import COLUMNS
 from klrl.reports.readme_blocks import claims_block
 
-
-@pytest.mark.parametrize(
-    ("rows", "verdict"),
-    [
-        (["reproduced", "reproduced"], "reproduced"),
-        (["reproduced", "reproduced", "inconclusive"], "inconclusive"),
-        (["inconclusive", "degenerate", "reproduced"], "inconclusive"),
-        (["reproduced", "at floor"], "inconclusive"),
-        (["contradicted", "inconclusive"], "contradicted"),
-        (["reproduced", "contradicted", "inconclusive"], "mixed"),
-        (["at floor", "at floor"], "at floor"),
-        (["not in this grid"], "not in this grid"),
-    ],
-)
-def test_a_claim_is_reproduced_only_when_every_row_is(rows, verdict):
-    assert claim_verdict(rows) == verdict
+K3_REWARD = next(claim for claim in CLAIMS if claim.name == "k3-reward-collapses")
 
 
-def _row(beta: str, verdict: str, collapsed: str, p: float, adjusted: float) -> dict:
+def _row(beta: str, collapsed: int) -> dict:
+    tested = RateRow(((collapsed, 11, 0, 11),))
+    lo, hi = tested.interval(0.95)
     return dict.fromkeys(COLUMNS, np.nan) | {
-        "claim": "k3-reward-collapses",
-        "paper": "K3 in the reward collapses at every β",
-        "comparison": "collapse rate k3-reward(on) − k1-reward(on) > 0",
+        "claim": K3_REWARD.name,
+        "paper": K3_REWARD.paper,
+        "comparison": K3_REWARD.comparison(),
         "model": "tiny",
         "task": "arith",
         "domain": "in",
@@ -39,25 +29,48 @@ def _row(beta: str, verdict: str, collapsed: str, p: float, adjusted: float) -> 
         "lag": "",
         "test": "exact",
         "seeds": "11/11",
-        "collapsed": collapsed,
-        "effect": int(collapsed.split("/")[0]) / 11,
-        "p": p,
-        "p_adjusted": adjusted,
-        "verdict": verdict,
-        "reason": f"k3-reward(on) collapsed in {collapsed.split('/')[0]} of 11 seeds",
+        "collapsed": f"{collapsed}/0",
+        "effect": tested.effect,
+        "ci_level": 0.95,
+        "ci_lo": lo,
+        "ci_hi": hi,
+        "p": tested.p_above(0),
+        "verdict": "descriptive",
+        "reason": f"k3-reward(on) collapsed in {collapsed} of 11 seeds",
+        "_test": tested,
     }
 
 
-def test_the_claims_block_states_the_rule_and_shows_each_claims_verdict_from_all_its_rows():
-    """K3 in the reward reproduced at β 3 but not at β 0.1 (0 of 11 collapses): the claim is
-    inconclusive, not reproduced."""
-    claims = pd.DataFrame(
-        [_row("0.1", "degenerate", "0/0", 1.0, np.nan), _row("3", "reproduced", "11/0", 2.84e-6, 2.84e-6)]
+def _decide(collapses: dict[str, int]) -> tuple[list[dict], dict]:
+    rows = [_row(beta, n) for beta, n in collapses.items()]
+    [claim] = claim_table(rows, (K3_REWARD,))
+    return rows, claim
+
+
+def test_collapses_at_every_beta_is_reproduced_only_when_every_beta_shows_it():
+    assert _decide({"1": 11, "3": 11})[1]["verdict"] == "reproduced"
+    assert _decide({"0.1": 0, "1": 11, "3": 11})[1]["verdict"] == "absent at its size"
+
+
+def test_the_study_shape_k3_in_the_reward_is_absent_at_its_size_with_its_bound():
+    """0, 5 and 8 of 11 seeds against 0 of 11 (the 11-seed study): β 0.1 bounds the rate
+    difference below 0.5, so the universal claim, as meant, is absent."""
+    _, claim = _decide({"0.1": 0, "1": 5, "3": 8})
+    assert claim["verdict"] == "absent at its size"
+    bound = float(claim["reason"].split()[2])
+    assert 0.24 < bound < 0.5
+
+
+def test_the_claims_block_states_the_rule_and_shows_each_claims_verdict_then_its_rows():
+    rows, claim = _decide({"0.1": 0, "3": 11})
+    claims = pd.DataFrame([dict.fromkeys(CLAIM_COLUMNS, np.nan) | claim], columns=CLAIM_COLUMNS)
+    frame = pd.DataFrame([{k: v for k, v in row.items() if k != "_test"} for row in rows], columns=COLUMNS)
+    lines = claims_block("study", claims, frame, "config/study.yaml", "1 h", "Cells trained.").splitlines()
+    assert lines[3:5] == [f"Claims: {CLAIM_RULE}.", ""]
+    assert lines[5].startswith(
+        "- K3 in the reward collapses at every β (more often than K1 in the reward) (tiny): **absent at its size** (rate, every over 2 rows: "
     )
-    lines = claims_block("study", claims, "config/study.yaml", "1 h", "Cells trained.").splitlines()
-    assert lines[3:6] == [
-        f"Claims: {CLAIM_RULE}.",
-        "",
-        "- K3 in the reward collapses at every β: **inconclusive** (rows: 1 degenerate, 1 reproduced).",
-    ]
-    assert lines[7] == "Rows: 1 degenerate, 1 reproduced."
+    assert lines[7] == "Rows, descriptive: 2 descriptive."
+    assert lines[9].startswith(
+        f"- {K3_REWARD.paper}: {K3_REWARD.comparison()} on arith (in domain), β 0.1: difference of collapse rates +0.000"
+    )

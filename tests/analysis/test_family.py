@@ -7,9 +7,12 @@ axis decides nothing, and the exact and Holm computations give their textbook va
 import numpy as np
 import pytest
 
-from klrl.analysis.family import ALPHA, holm, rate_test, seeds_for_equivalence
+from klrl.analysis.claim_family import ALPHA
+from klrl.analysis.family import seeds_for_equivalence
+from klrl.analysis.rate_tests import RateRow
 from klrl.analysis.family_simulation import (
     COLLAPSES_MORE,
+    FALSE_AT_NULL,
     GREATER,
     GROWTH,
     Design,
@@ -23,7 +26,6 @@ from synthetic_grid import write_grid
 
 SCENARIO = Scenario(seed_sd=0.03, seeds=5, problems=100)
 GRIDS = 200
-DECISIVE = ("reproduced", "contradicted")
 
 
 def _null_family(planted: float = 0.0) -> Design:
@@ -35,7 +37,7 @@ def _null_family(planted: float = 0.0) -> Design:
 @pytest.mark.slow
 def test_a_null_family_of_30_rows_holds_the_family_wise_error_rate():
     verdicts = simulate_verdicts(SCENARIO, _null_family(), GRIDS, seed=1)
-    any_false = np.isin(verdicts, DECISIVE).any(axis=1).mean()
+    any_false = np.isin(verdicts, FALSE_AT_NULL).any(axis=1).mean()
     assert any_false <= ALPHA  # without the correction about 1 − 0.95^30 ≈ 0.8 of the families
 
 
@@ -46,8 +48,9 @@ def test_a_planted_effect_of_010_is_found_among_29_null_rows():
     verdicts = simulate_verdicts(
         Scenario(seed_sd=0.03, seeds=8, problems=100), _null_family(planted=0.10), GRIDS, seed=2
     )
-    assert (verdicts[:, 0] == "reproduced").mean() >= 0.9 and not (verdicts[:, 0] == "contradicted").any()
-    assert np.isin(verdicts[:, 1:], DECISIVE).any(axis=1).mean() <= ALPHA
+    found = np.char.startswith(verdicts[:, 0].astype(str), "reproduced")
+    assert found.mean() >= 0.9 and not (verdicts[:, 0] == "contradicted").any()
+    assert np.isin(verdicts[:, 1:], FALSE_AT_NULL).any(axis=1).mean() <= ALPHA
 
 
 @pytest.mark.parametrize("seeds", [3, 11])
@@ -62,9 +65,9 @@ def test_a_bimodal_collapsing_configuration_against_a_stable_one(seeds):
     third = -0.3 * (scenario.base_rate - scenario.collapsed_rate)
     design = Design((half, 0.0, third, third) + (0.0,) * 4, (0.5, 0.0, 0.3, 0.3, 0.0, 0.0, 0.0, 0.0), rows)
     verdicts = simulate_verdicts(scenario, design, GRIDS, seed=3)
-    assert np.isin(verdicts[:, 0], DECISIVE).mean() <= ALPHA
+    assert np.isin(verdicts[:, 0], FALSE_AT_NULL).mean() <= ALPHA
     assert not (verdicts[:, 1] == "contradicted").any()
-    assert np.isin(verdicts[:, 2], DECISIVE).mean() <= ALPHA
+    assert np.isin(verdicts[:, 2], FALSE_AT_NULL).mean() <= ALPHA
 
 
 def test_pooling_every_seed_decides_a_bimodal_comparison_falsely():
@@ -90,15 +93,21 @@ def test_a_configuration_dead_at_an_end_of_an_axis_decides_nothing(collapse):
     dead = ["every seed of config 0@high collapsed (5)", "every seed of config 1@low collapsed (5)"][
         : int(sum(collapse))
     ]
-    assert row["reason"] == "; ".join(dead) and np.isnan(row.get("p", np.nan)) and "p_adjusted" not in row
+    assert row["reason"] == "; ".join(dead) and np.isnan(row.get("p", np.nan)) and "_test" not in row
 
 
-def test_holm_fisher_and_seeds_for_equivalence_give_their_textbook_values():
-    assert holm([0.01, 0.04, 0.03, np.nan, 0.005]) == pytest.approx([0.03, 0.06, 0.06, np.nan, 0.02], nan_ok=True)
-    assert rate_test((4, 0), (4, 4)) == {"effect": 1.0, "p": pytest.approx(2 / 70), "p_min": pytest.approx(2 / 70)}
-    assert rate_test((0, 0), (11, 11))["p_min"] == 1.0  # no collapse: every split of the margins gives p = 1
-    assert rate_test((1, 0), (11, 11))["p_min"] == 1.0  # one collapse: either side, p = 1
-    assert rate_test((6, 0), (11, 11))["p"] == pytest.approx(2 * 462 / 74613)  # C(11,6)·C(11,0)/C(22,6), both tails
+def test_rate_rows_and_seeds_for_equivalence_give_their_textbook_values():
+    """Fisher's one-sided p, its stratified form (the convolution of the strata's hypergeometric
+    laws: 4 of 4 against 0 of 4 twice, 1/70 each), and Clopper-Pearson's bounds of each rate."""
+    from scipy import stats
+
+    assert RateRow(((4, 4, 0, 4),)).p_above(0) == pytest.approx(1 / 70)
+    assert RateRow(((6, 11, 0, 11),)).p_above(0) == pytest.approx(462 / 74613)  # C(11,6)·C(11,0)/C(22,6)
+    assert RateRow(((4, 4, 0, 4), (4, 4, 0, 4))).p_above(0) == pytest.approx(1 / 70**2)
+    assert RateRow(((0, 11, 0, 11),)).p_above(0) == 1.0  # no collapse: nothing to show
+    low, high = RateRow(((3, 10, 0, 10),)).interval(0.90)  # each rate at 2.5% a side
+    assert high == pytest.approx(stats.beta.ppf(0.975, 4, 7))
+    assert low == pytest.approx(stats.beta.ppf(0.025, 3, 8) - stats.beta.ppf(0.975, 1, 10))
     assert seeds_for_equivalence(se=0.0375, seeds=11, margin=0.03) == np.ceil(11 * (2.9264 * 0.0375 / 0.03) ** 2)
 
 
@@ -125,8 +134,8 @@ def test_power_collapse_fits_the_run_and_writes_its_block(tmp_path):
         and "21 configurations" in lines[2]
     )
     assert (
-        "| family of 21 rows, no true difference of means: share of grids with a decisive mean row (Holm, 5%) | 0.000 |"
-        in lines
+        "| family of 21 one-row claims, no true difference of means: share of grids with a false decision on a mean "
+        "claim (5% family-wise) | 0.000 |" in lines
     )
 
 

@@ -124,7 +124,13 @@ def test_plan_verify_recomputes_each_recorded_hash_from_the_plan_stored_with_it(
             "k1-reward/beta0.1/on/lag0",
         ],
     }
-    assert stored[0]["family"]["correction"] == "Holm" and "Tarone" in stored[0]["family"]["rate rows"]
+    assert stored[0]["family"]["correction"] == "Holm with Shaffer's restriction, over the claims"
+    assert "stratified" in stored[0]["family"]["rate rows"]
+    assert {(c["name"], c["combine"], c["size"]) for c in stored[0]["claims"]} >= {
+        ("k3-reward-collapses", "every", 0.5),
+        ("k1-reward-beats-k3-loss-out", "every", 0.08),
+    }
+    assert len(stored[0]["mechanism_claims"]) == 11
     assert main(["plan", "--verify", str(plans)]) == 0
     rows = len(stored[0]["rows"])
     assert capsys.readouterr().out.splitlines() == [

@@ -13,7 +13,7 @@ from klrl.analysis.contrasts import SeedPool, Variance, contrast
 from klrl.grid.expansion import expand_grid
 from klrl.analysis.simulation import Scenario, simulate_grid
 from klrl.analysis.claims import CLAIMS
-from klrl.analysis.family import decide, mean_test
+from klrl.analysis.claim_family import decide_claims
 
 from conftest import write_cell_settings
 from workflow_helpers import load_config
@@ -25,14 +25,14 @@ GRIDS = 200
 def _verdict_counts(claim: str, effect: float, scenario: Scenario, seed: int) -> dict[str, int]:
     """Verdicts of `claim`'s two-configuration contrast over GRIDS synthetic grids of 8 configurations."""
     rng = np.random.default_rng(seed)
-    counts = {"reproduced": 0, "contradicted": 0, "inconclusive": 0}
+    counts = {"reproduced": 0, "contradicted": 0, "absent at its size": 0, "inconclusive": 0}
     for _ in range(GRIDS):
         grid = simulate_grid(scenario, [effect] + [0.0] * 7, rng)
         tested = contrast(
             [(1.0, grid[0], Variance.POOLED), (-1.0, grid[1], Variance.POOLED)], SeedPool.from_matrices(grid)
         )
-        row = mean_test(CLAIM[claim], tested)
-        counts[decide(CLAIM[claim], row["effect"], row["p"])] += 1  # a family of one row
+        [decided] = decide_claims([(CLAIM[claim].side, "every", [tested])])  # a family of one claim of one row
+        counts[decided["verdict"].removesuffix(", below its size")] += 1
     return counts
 
 
@@ -41,7 +41,7 @@ def test_a_planted_effect_is_found_and_a_null_one_is_inconclusive():
     planted = _verdict_counts("k1-reward-beats-k3-loss-in", 0.15, scenario, seed=1)
     assert planted["reproduced"] >= 0.95 * GRIDS and planted["contradicted"] == 0
     null = _verdict_counts("k1-reward-beats-k3-loss-in", 0.0, scenario, seed=2)
-    assert null["inconclusive"] >= 0.93 * GRIDS  # a directional claim is called either way at most 2.5% + 2.5%
+    assert null["reproduced"] <= 0.08 * GRIDS  # one-sided at 5%, with the simulation's spread
     reversed_ = _verdict_counts("k1-reward-beats-k3-loss-in", -0.15, scenario, seed=3)
     assert (
         reversed_["contradicted"] >= 0.9 * GRIDS
@@ -107,7 +107,7 @@ def test_the_default_grid_holds_every_claims_decisive_comparison(tmp_path):
     aggregate([cell.id for cell in cells], root / "tables", root=root)
     claims = pd.read_csv(root / "tables" / "claims.csv")
     assert set(claims["claim"]) == set(CLAIM) and "not in this grid" not in set(claims["verdict"])
-    growth = claims.set_index("claim")
+    growth = pd.read_csv(root / "tables" / "claim_rows.csv").set_index("claim")
     assert (
         growth.loc["k1-loss-worsens-with-beta", "beta"] == "0.1→1"
         and growth.loc["k1-loss-degrades-with-lag", "lag"] == "4→16"
@@ -117,7 +117,8 @@ def test_the_default_grid_holds_every_claims_decisive_comparison(tmp_path):
 def test_a_growth_claim_is_decided_at_each_step_of_the_axis_and_never_by_a_term_at_the_floor(tmp_path):
     """K1 in the loss drops from lag 1 to 2 while K1 in the reward holds: the 1→2 step reproduces
     the degradation. At lag 16 both have collapsed in every seed (pass@1 below half the base's):
-    the 2→16 step is `at floor`, with the reason, and out of the family; no end-to-end 1→16 row."""
+    the 2→16 step is `at floor`, with the reason, and left out of the pooled claim; no end-to-end
+    1→16 row."""
     root, rng = tmp_path / "results", np.random.default_rng(4)
     means = {
         ("k1-loss", 1): 0.6,
@@ -134,22 +135,26 @@ def test_a_growth_claim_is_decided_at_each_step_of_the_axis_and_never_by_a_term_
             cells.append(_write_cell(root, kl, 0.1, lag, seed, {"arith": scores}))
     _write_eval(root / "base" / "tiny" / "eval", {"arith": np.full(150, 0.5)})
     aggregate(cells, root / "tables", root=root)
-    claims = pd.read_csv(root / "tables" / "claims.csv")
+    claims = pd.read_csv(root / "tables" / "claim_rows.csv")
+    decided = pd.read_csv(root / "tables" / "claims.csv").set_index("claim")
     rows = claims[claims["claim"] == "k1-loss-degrades-with-lag"].set_index("lag")
     assert sorted(rows.index) == ["1→2", "2→16"]
-    assert rows.loc["1→2", "effect"] == pytest.approx(-0.22, abs=0.05) and rows.loc["1→2", "verdict"] == "reproduced"
+    assert rows.loc["1→2", "effect"] == pytest.approx(-0.22, abs=0.05) and rows.loc["1→2", "verdict"] == "descriptive"
+    assert decided.loc["k1-loss-degrades-with-lag", "verdict"] == "reproduced"  # pooled over the steps it can test
+    assert decided.loc["k1-loss-degrades-with-lag", "effect"] == pytest.approx(rows.loc["1→2", "effect"])
     floor = rows.loc["2→16"]
-    assert floor["verdict"] == "at floor" and np.isnan(floor["p"]) and np.isnan(floor["p_adjusted"])
+    assert floor["verdict"] == "at floor" and np.isnan(floor["p"])
     assert (
         floor["reason"]
         == "every seed of k1-loss(off)@laghigh collapsed (4); every seed of k1-reward(off)@laghigh collapsed (4)"
     )
     rates = claims[claims["claim"] == "k1-loss-collapses-more-with-lag"].set_index("lag")
     assert rates.loc["2→16", "collapsed"] == "4/0" and rates.loc["2→16", "p"] == pytest.approx(
-        2 / 70
-    )  # Fisher, 4 of 4 vs 0 of 4
-    assert rates.loc["1→2", "collapsed"] == "0/0" and rates.loc["1→2", "verdict"] == "degenerate"  # Tarone
-    assert np.isnan(rates.loc["1→2", "p_adjusted"]) and rates.loc["1→2", "reason"].endswith("(Tarone)")
+        1 / 70
+    )  # Fisher one-sided, 4 of 4 vs 0 of 4
+    assert rates.loc["1→2", "collapsed"] == "0/0" and rates.loc["1→2", "p"] == 1.0
+    # at every step of the lag: 1→2 shows no rise, so the claim is not reproduced
+    assert decided.loc["k1-loss-collapses-more-with-lag", "verdict"] == "inconclusive"
 
 
 def _write_cell(root: Path, kl: str, beta: float, lag: int, seed: int, per_task: dict[str, np.ndarray]) -> str:
@@ -194,24 +199,24 @@ def planted_grid(tmp_path) -> tuple[Path, dict]:
 
 def test_aggregate_writes_the_claims_table_with_verdicts_from_the_data(planted_grid):
     root, in_domain = planted_grid
-    claims = pd.read_csv(root / "tables" / "claims.csv")
-    assert (root / "tables" / "claims.md").is_file()
-    row = claims[claims["claim"] == "k1-reward-beats-k3-loss-in"].iloc[0]
+    rows = pd.read_csv(root / "tables" / "claim_rows.csv")
+    claims = pd.read_csv(root / "tables" / "claims.csv").set_index("claim")
+    assert (root / "tables" / "claims.md").is_file() and (root / "tables" / "claim_rows.md").is_file()
+    row = rows[rows["claim"] == "k1-reward-beats-k3-loss-in"].iloc[0]
     assert row["effect"] == pytest.approx(in_domain["k1-reward"].mean() - in_domain["k3-loss"].mean())
-    assert (row["verdict"], row["task"], row["beta"], row["seeds"]) == ("reproduced", "arith", 0.1, "3/3")
-    assert row["ci_lo"] > 0 and row["p"] < 0.05 and row["p"] <= row["p_adjusted"] < 0.05
-    out = claims[claims["claim"] == "k1-reward-beats-k3-loss-out"].iloc[0]
-    assert (out["task"], out["verdict"]) == ("arith-long", "inconclusive")
-    collapse = claims[claims["claim"] == "k3-reward-collapses"].iloc[0]  # no seed below half the base's 0.8
-    assert (collapse["test"], collapse["collapsed"], collapse["p"], collapse["verdict"]) == (
-        "exact",
-        "0/0",
-        1.0,
-        "degenerate",  # 0 of 3 against 0 of 3: no split of no collapse can decide (Tarone)
-    )
-    both = claims[claims["claim"] == "k3-both-matches-k1-reward"].iloc[0]
-    assert both["ci_level"] == 0.90 and both["verdict"] != "contradicted"
-    absent = claims[claims["verdict"] == "not in this grid"]["claim"]
+    assert (row["verdict"], row["task"], row["beta"], row["seeds"]) == ("descriptive", "arith", 0.1, "3/3")
+    assert row["ci_lo"] > 0 and row["p"] < 0.05
+    claim = claims.loc["k1-reward-beats-k3-loss-in"]
+    assert (claim["verdict"], claim["rows"], claim["size"]) == ("reproduced", 1, 0.04)
+    assert claim["effect"] == pytest.approx(row["effect"]) and claim["p_present"] <= claim["p_present_adjusted"] < 0.05
+    out = rows[rows["claim"] == "k1-reward-beats-k3-loss-out"].iloc[0]
+    assert (out["task"], claims.loc["k1-reward-beats-k3-loss-out", "verdict"]) == ("arith-long", "inconclusive")
+    collapse = rows[rows["claim"] == "k3-reward-collapses"].iloc[0]  # no seed below half the base's 0.8
+    assert (collapse["test"], collapse["collapsed"], collapse["p"]) == ("exact", "0/0", 1.0)
+    assert claims.loc["k3-reward-collapses", "verdict"] != "reproduced"  # 0 of 3 against 0 of 3 shows nothing
+    both = rows[rows["claim"] == "k3-both-matches-k1-reward"].iloc[0]
+    assert both["ci_level"] == 0.90 and claims.loc["k3-both-matches-k1-reward", "verdict"] != "contradicted"
+    absent = claims[claims["verdict"] == "not in this grid"].index
     assert set(absent) == {
         "k1-loss-worsens-with-beta",
         "k1-loss-collapses",
@@ -265,26 +270,26 @@ def test_readme_results_rewrites_only_the_claims_block_from_the_table(planted_gr
         "no commit of their own). No plan was recorded before this run; its analysis plan hashes to `"
     ) in text
     claims = pd.read_csv(root / "tables" / "claims.csv")
-    row = claims[claims["claim"] == "k1-reward-beats-k3-loss-in"].iloc[0]
-    line = next(
-        line
-        for line in text.splitlines()
-        if line.startswith(
-            "- K1 in the reward ahead of K3 in the loss, in domain (the paper's ≥, tested as superiority): **reproduced**, "
-        )
-    )
-    assert f"**reproduced**, {row['comparison']} on arith (in domain), β 0.1:" in line
+    rows = pd.read_csv(root / "tables" / "claim_rows.csv")
+    claim = claims[claims["claim"] == "k1-reward-beats-k3-loss-in"].iloc[0]
+    paper = "- K1 in the reward ahead of K3 in the loss, in domain (the paper's ≥, tested as superiority)"
+    line = next(line for line in text.splitlines() if line.startswith(f"{paper} (tiny): **reproduced** "))
     assert (
-        f"effect {row['effect']:+.3f}, 95% interval [{row['ci_lo']:.3f}, {row['ci_hi']:.3f}], p {row['p']:.3g} (Holm {row['p_adjusted']:.3g})"
+        f"(mean, pooled over 1 row: estimate {claim['effect']:+.3f}, p of presence {claim['p_present_adjusted']:.3g}, "
+        f"p of its size {claim['p_size_adjusted']:.3g} (adjusted); size 0.04: half the paper's" in line
+    )
+    row = rows[rows["claim"] == "k1-reward-beats-k3-loss-in"].iloc[0]
+    line = next(line for line in text.splitlines() if line.startswith(f"{paper}: {row['comparison']} on arith"))
+    assert (
+        f"effect {row['effect']:+.3f}, 95% interval [{row['ci_lo']:.3f}, {row['ci_hi']:.3f}], raw p {row['p']:.3g}"
         in line
     )
     assert (
         "- off-policy, K1 in the loss falls behind K1 in the reward (seeds that did not collapse): **not in this grid**"
         in text
     )
-    assert (
-        sum(line.startswith("- ") for line in text.splitlines()) == len(claims) + claims["claim"].nunique()
-    )  # claims, rows
+    tested_rows = int((rows["verdict"] != "not in this grid").sum())
+    assert sum(line.startswith("- ") for line in text.splitlines()) == len(claims) + tested_rows  # claims, rows
     readme.write_text(
         "<!-- claims:study:begin -->\n<!-- claims:study:end -->\n<!-- table:study:nonesuch:begin -->\n<!-- table:study:nonesuch:end -->\n"
     )
@@ -297,34 +302,30 @@ def test_readme_results_rewrites_only_the_claims_block_from_the_table(planted_gr
     assert readme.read_text() == "no markers\n"
 
 
-def _claim_rows(model: str, rows: list[tuple[str, str]]) -> pd.DataFrame:
-    """A claims table of (claim, verdict) rows on `model`, the paper's words being the claim's name."""
+def _claims(model: str, rows: list[tuple[str, str]]) -> pd.DataFrame:
+    """A claims table of (claim, verdict) on `model`, the paper's words being the claim's name."""
     return pd.DataFrame([{"claim": c, "paper": f"words of {c}", "model": model, "verdict": v} for c, v in rows])
 
 
 def test_the_contrast_block_has_one_sentence_per_claim_whose_verdict_differs(planted_grid, tmp_path, capsys):
     from klrl.reports.readme_blocks import contrast_block
 
-    toy = _claim_rows(
+    toy = _claims(
         "tiny",
-        [("same", "reproduced"), ("same", "inconclusive"), ("flips", "reproduced"), ("mixes", "reproduced"),
-         ("undecided", "at floor"), ("only-toy", "reproduced"), ("untested-here", "contradicted")],
+        [("same", "reproduced"), ("flips", "reproduced"), ("shrinks", "reproduced"), ("only-toy", "reproduced"),
+         ("untested-here", "contradicted")],
     )  # fmt: skip
-    smol = _claim_rows(
+    smol = _claims(
         "smollm2",
-        [("same", "reproduced"), ("flips", "inconclusive"), ("flips", "at floor"), ("mixes", "reproduced"),
-         ("mixes", "contradicted"), ("undecided", "at floor"), ("untested-here", "not in this grid")],
+        [("same", "reproduced"), ("flips", "absent at its size"), ("shrinks", "reproduced, below its size"),
+         ("untested-here", "not in this grid")],
     )  # fmt: skip
     lines = contrast_block("smol", smol, toy, Path("results/study/tables")).splitlines()
     assert lines[0] == "<!-- contrast:smol:begin -->" and lines[-1] == "<!-- contrast:smol:end -->"
-    assert "of the 4 claims tested in both, the 3 whose verdict differs" in lines[1]
+    assert "of the 3 claims tested in both, the 2 whose verdict differs" in lines[1]
     assert lines[3:-1] == [
-        "- words of same: **inconclusive** on tiny (rows: 1 reproduced, 1 inconclusive), **reproduced** on smollm2 "
-        "(rows: 1 reproduced).",
-        "- words of flips: **reproduced** on tiny (rows: 1 reproduced), **inconclusive** on smollm2 "
-        "(rows: 1 inconclusive, 1 at floor).",
-        "- words of mixes: **reproduced** on tiny (rows: 1 reproduced), **mixed** on smollm2 "
-        "(rows: 1 reproduced, 1 contradicted).",
+        "- words of flips: **reproduced** on tiny, **absent at its size** on smollm2.",
+        "- words of shrinks: **reproduced** on tiny, **reproduced, below its size** on smollm2.",
     ]
     root, _ = planted_grid  # through the verb: the block rewritten, a missing table named in one line
     readme = tmp_path / "README.md"
@@ -333,9 +334,6 @@ def test_the_contrast_block_has_one_sentence_per_claim_whose_verdict_differs(pla
     )
     assert _readme_results(root, readme, "c", "1 s", "--contrast", str(root / "tables")) == 0
     assert "claims tested in both, the 0 whose verdict differs" in readme.read_text()
-    assert "No claim differs." in readme.read_text()
-    assert _readme_results(root, readme, "c", "1 s", "--contrast", str(tmp_path)) == 2
-    assert f"{tmp_path / 'claims.csv'}: no claims table to contrast with" in capsys.readouterr().err
 
 
 def test_power_and_seeds_needed_follow_the_effect_and_the_seed_spread(capsys):

@@ -43,7 +43,9 @@ def _same_types(a, b, where: str = "") -> None:
         assert a == b, f"{where}: {a!r} != {b!r}"
 
 
-@pytest.mark.parametrize("names", [(name,) for name in CONFIGS] + [PAPER_MINI, *SMOLLM2_PILOTS, MECHANISM_PILOT], ids="+".join)
+@pytest.mark.parametrize(
+    "names", [(name,) for name in CONFIGS] + [PAPER_MINI, *SMOLLM2_PILOTS, MECHANISM_PILOT], ids="+".join
+)
 def test_every_cell_reaches_its_train_config_with_identical_values_and_types(names, tmp_path):
     cells = expand_grid(_load(*names))
     assert cells

@@ -152,6 +152,8 @@ def combine(side: Side, how: str, rows: list) -> ClaimTest:
 def _pooled(rows: list):
     """One row for all the strata: rate rows pool their strata (an exact stratified test); mean
     contrasts their fixed-effect (inverse-variance) mean, with the smallest row's degrees of freedom."""
+    if len(rows) == 1:
+        return rows[0]
     if all(isinstance(row, RateRow) for row in rows):
         return rows[0].pooled_with(rows[1:])
     weights = np.array([1 / row.se**2 for row in rows])

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from klrl.analysis.claim_family import COMBINES, Side
+
 EQUIVALENCE_MARGIN = 0.03  # pass@1: "≈" means within ±0.03
 TESTS = ("mean", "rate")
 
@@ -47,16 +49,32 @@ class Claim:
     direction: str  # greater | less | equivalent
     margin: float = 0.0
     test: str = "mean"  # mean | rate (collapse rate, two configurations)
+    combine: str = "every"  # every | pooled: how its rows make its one test (klrl.analysis.claim_family)
+    size: float = 0.0  # the effect it means, beyond 0 on its side ("≈": the margin)
+    size_source: str = ""  # where the size comes from: the paper's figure or table, or a stated reading
 
     def __post_init__(self) -> None:
         if self.test not in TESTS:
             raise ValueError(f"claim {self.name}: test {self.test!r} is not one of {', '.join(TESTS)}")
+        if self.combine not in COMBINES:
+            raise ValueError(f"claim {self.name}: combine {self.combine!r} is not one of {', '.join(COMBINES)}")
+        self.side  # a size on the wrong side of 0 fails here, naming the claim
         if self.test == "rate" and (
             len(self.terms) != 2 or self.direction == "equivalent" or "base" in {t.kl for t in self.terms}
         ):
             raise ValueError(
                 f"claim {self.name}: a rate claim compares two configurations' collapse rates in one direction"
             )
+
+    @property
+    def side(self) -> Side:
+        """The claim's null (0; "≈": the margin) and declared size, for klrl.analysis.claim_family."""
+        if self.direction == "equivalent":
+            return Side("equivalent", self.margin, self.margin)
+        try:
+            return Side(self.direction, 0.0, self.size)
+        except ValueError as error:
+            raise ValueError(f"claim {self.name}: {error}") from None
 
     def comparison(self) -> str:
         text = " ".join(f"{'−' if t.weight < 0 else '+'} {t.label()}" for t in self.terms).removeprefix("+ ")
@@ -84,6 +102,9 @@ CLAIMS = (
         _growth("k1-loss", "k1-reward", "beta", "on"),
         "in",
         "less",
+        combine="pooled",
+        size=-0.10,
+        size_source="a reading: 0.10 lower per step of the β grid beyond K1 in the reward's change (the paper: pass@1 below 0.1 from β 0.3, a larger drop)",
     ),
     Claim(
         "k1-loss-collapses",
@@ -92,6 +113,9 @@ CLAIMS = (
         "in",
         "greater",
         test="rate",
+        combine="pooled",
+        size=0.5,
+        size_source="a reading of 'unstable': a collapse rate at least 0.5 above K1 in the reward's",
     ),
     Claim(
         "k3-reward-collapses",
@@ -100,6 +124,8 @@ CLAIMS = (
         "in",
         "greater",
         test="rate",
+        size=0.5,
+        size_source="the paper: collapse at every β tried; read as a collapse rate at least 0.5 above K1 in the reward's",
     ),
     Claim(
         "k1-reward-beats-k3-loss-in",
@@ -107,6 +133,9 @@ CLAIMS = (
         _pair("k1-reward", "k3-loss"),
         "in",
         "greater",
+        combine="pooled",
+        size=0.04,
+        size_source="half the paper's out-of-domain gap (it gives no in-domain one)",
     ),
     Claim(
         "k1-reward-beats-k3-loss-out",
@@ -114,6 +143,8 @@ CLAIMS = (
         _pair("k1-reward", "k3-loss"),
         "out",
         "greater",
+        size=0.08,
+        size_source="the paper's Qwen2.5-7B college physics: 0.508 against 0.429",
     ),
     Claim(
         "k3-both-matches-k1-reward",
@@ -122,6 +153,7 @@ CLAIMS = (
         "in",
         "equivalent",
         EQUIVALENCE_MARGIN,
+        size_source="a reading of the paper's 'matches': within ±0.03 pass@1 (it gives no margin)",
     ),
     Claim(
         "k1-both-matches-k1-reward",
@@ -130,6 +162,7 @@ CLAIMS = (
         "in",
         "equivalent",
         EQUIVALENCE_MARGIN,
+        size_source="a reading of the paper's 'matches': within ±0.03 pass@1 (it gives no margin)",
     ),
     Claim(
         "kl-stabilises-off-policy",
@@ -138,6 +171,9 @@ CLAIMS = (
         "in",
         "greater",
         test="rate",
+        combine="pooled",
+        size=0.5,
+        size_source="a reading of 'collapses': a collapse rate at least 0.5 above the other's",
     ),
     Claim(
         "k3-loss-stabilises-off-policy",
@@ -146,6 +182,9 @@ CLAIMS = (
         "in",
         "greater",
         test="rate",
+        combine="pooled",
+        size=0.5,
+        size_source="a reading of 'collapses': a collapse rate at least 0.5 above the other's",
     ),
     Claim(
         "k1-loss-collapses-off-policy",
@@ -154,6 +193,9 @@ CLAIMS = (
         "in",
         "greater",
         test="rate",
+        combine="pooled",
+        size=0.5,
+        size_source="a reading of 'collapses': a collapse rate at least 0.5 above the other's",
     ),
     Claim(
         "k1-loss-falls-behind-off-policy",
@@ -161,6 +203,9 @@ CLAIMS = (
         _pair("k1-loss", "k1-reward", "off"),
         "in",
         "less",
+        combine="pooled",
+        size=-0.05,
+        size_source="a reading: 0.05 lower",
     ),
     Claim(
         "k1-reward-ahead-off-policy",
@@ -168,6 +213,9 @@ CLAIMS = (
         _pair("k1-reward", "k3-loss", "off"),
         "in",
         "greater",
+        combine="pooled",
+        size=0.03,
+        size_source="'slightly ahead', read as the ±0.03 the project calls a difference",
     ),
     Claim(
         "k1-loss-collapses-more-with-lag",
@@ -176,6 +224,8 @@ CLAIMS = (
         "in",
         "greater",
         test="rate",
+        size=0.25,
+        size_source="a reading: a collapse rate 0.25 higher at each step of the lag grid",
     ),
     Claim(
         "k1-loss-degrades-with-lag",
@@ -183,5 +233,8 @@ CLAIMS = (
         _growth("k1-loss", "k1-reward", "lag", "off"),
         "in",
         "less",
+        combine="pooled",
+        size=-0.05,
+        size_source="a reading: 0.05 lower per step of the lag grid beyond K1 in the reward's change",
     ),
 )

@@ -1,13 +1,14 @@
 """Synthetic families of claims-table rows under bimodal collapse, decided as a run decides them.
 
 Each synthetic grid (klrl.analysis.simulation) has configurations whose seeds collapse with a probability;
-its rows go through the same code as a run's (klrl.analysis.verdicts.tested_row, decide_family): a seed
+its rows go through the same code as a run's (klrl.analysis.verdicts.tested_row, klrl.analysis.claim_table,
+each row a claim of its own, the design's claims one family): a seed
 is collapsed when its pass@1 is below half the base's (the base: `base_rate`), mean rows
-compare the seeds that did not collapse, rate rows the collapse counts, and the family is
-Holm-corrected. `klrl power collapse` and the planted-effect tests measure with it:
+compare the seeds that did not collapse, rate rows the collapse counts, and the family of claims
+is corrected as a run's (klrl.analysis.claim_family). `klrl power collapse` and the planted-effect tests measure with it:
     simulate_verdicts every row's verdict on each grid: how often a row with no true effect is
-                      decisive (per row, and any row of the family: the family-wise rate Holm
-                      holds at 5%), how often a planted effect is found
+                      falsely decided (per claim, and any claim of the family: the family-wise
+                      rate held at 5%), how often a planted effect is found
     pooled_false      the same comparison decided the way the claims table did before collapse
                       was a rate: every seed, the seed variance pooled over every configuration
                       (what the per-configuration rule was chosen against)
@@ -34,15 +35,22 @@ import pandas as pd
 
 from klrl.analysis.claims import Claim, Term
 from klrl.analysis.contrasts import SeedPool, Variance, contrast
-from klrl.analysis.family import ALPHA, DECISIVE, mean_test
+from klrl.analysis.claim_family import ALPHA
+from klrl.analysis.claim_table import claim_table
 from klrl.analysis.outcomes import below_collapse
 from klrl.analysis.simulation import Scenario, simulate_grid
 from klrl.analysis.published import PublishedResults, is_published
-from klrl.analysis.verdicts import MIN_SURVIVORS, TermScores, decide_family, tested_row, variance_rows
+from klrl.analysis.verdicts import MIN_SURVIVORS, TermScores, tested_row, variance_rows
 
-GREATER = Claim("planted-greater", "first > second", (Term(1, "first"), Term(-1, "second")), "in", "greater")
+GREATER = Claim("planted-greater", "first > second", (Term(1, "first"), Term(-1, "second")), "in", "greater", size=0.10)
 COLLAPSES_MORE = Claim(
-    "planted-rate", "first collapses more", (Term(1, "first"), Term(-1, "second")), "in", "greater", test="rate"
+    "planted-rate",
+    "first collapses more",
+    (Term(1, "first"), Term(-1, "second")),
+    "in",
+    "greater",
+    test="rate",
+    size=0.5,
 )
 GROWTH = Claim(
     "planted-growth",
@@ -55,7 +63,9 @@ GROWTH = Claim(
     ),
     "in",
     "less",
+    size=-0.10,
 )
+FALSE_AT_NULL = ("reproduced", "reproduced, below its size")  # false where the effect is 0 ("contradicted": it is ≤ 0)
 
 
 @dataclass(frozen=True)
@@ -96,14 +106,19 @@ def _terms(
 
 
 def decide_grid(scenario: Scenario, design: Design, grid: list[np.ndarray]) -> list[dict]:
-    """The design's rows on one grid, tested and decided as one Holm-corrected family."""
+    """The design's rows on one grid, each a claim of its own, decided as one family of claims
+    (klrl.analysis.claim_table): per row its descriptive test and its claim's verdict (a row that
+    could not be tested keeps why: at floor, too few survivors)."""
     survivors = [m[[not below_collapse(mean, scenario.base_rate) for mean in m.mean(1)]] for m in grid]
     pool = SeedPool.from_matrices(survivors)
+    claims = tuple(replace(claim, name=f"{claim.name}-{k}") for k, (claim, _) in enumerate(design.rows))
     rows = [
-        {"claim": claim.name} | tested_row(claim, _terms(scenario, claim, grid, indices, design.pooled), pool)
-        for claim, indices in design.rows
+        {"claim": claim.name, "model": "", "task": ""}
+        | tested_row(claim, _terms(scenario, claim, grid, indices, design.pooled), pool)
+        for claim, (_, indices) in zip(claims, design.rows)
     ]
-    return decide_family(rows, tuple({claim.name: claim for claim, _ in design.rows}.values()))
+    decided = claim_table(rows, claims)
+    return [row | {"verdict": claim["verdict"]} if "_test" in row else row for row, claim in zip(rows, decided)]
 
 
 def simulate_rows(scenario: Scenario, design: Design, grids: int, seed: int = 0) -> list[list[dict]]:
@@ -141,7 +156,7 @@ def survivor_rate(
         dead = rng.binomial(scenario.samples, scenario.collapsed_rate, (scenario.seeds - survivors, scenario.problems))
         grid[0][survivors:] = dead / scenario.samples
         [row] = decide_grid(scenario, design, grid)
-        decisive += row["verdict"] in DECISIVE
+        decisive += row["verdict"] in FALSE_AT_NULL
     return decisive / grids
 
 
@@ -156,7 +171,7 @@ def pooled_false(scenario: Scenario, effects: list[float], collapse: list[float]
         tested = contrast(
             [(1.0, grid[0], Variance.POOLED), (-1.0, grid[1], Variance.POOLED)], SeedPool.from_matrices(grid)
         )
-        decisive += mean_test(GREATER, tested)["p"] < ALPHA
+        decisive += 2 * min(tested.p_above(0.0), tested.p_below(0.0)) < ALPHA
     return decisive / grids
 
 
@@ -219,7 +234,7 @@ def collapse_report(
     """What the claims table does on grids like the scenario: configurations collapsing with
     `collapse` (their surviving seeds at the base rate, spread `survivor_sd` × the scenario's
     seed SD), one mean row per configuration against the least collapsing one (the control) and
-    a rate row for the most bimodal one, one Holm family; the same family by the rule before; one-
+    a rate row for the most bimodal one, each row a claim, one family; the same family by the rule before; one-
     and MIN_SURVIVORS-survivor null rows alone (where the scenario has more seeds); a planted `effect` on a stable configuration inside the
     family (coverage of the true difference, power)."""
     control = int(np.argmin(collapse))
@@ -232,28 +247,29 @@ def collapse_report(
     verdicts = simulate_verdicts(scenario, design, grids, seed)
     before = simulate_verdicts(scenario, replace(design, pooled=True), grids, seed)
     family = (
-        f"family of {len(rows)} rows, no true difference of means: share of grids with a decisive mean row (Holm, 5%)"
+        f"family of {len(rows)} one-row claims, no true difference of means: share of grids with a false decision "
+        "on a mean claim (5% family-wise)"
     )
     report = [
-        (family, float(np.isin(verdicts[:, :-1], DECISIVE).any(axis=1).mean())),
+        (family, float(np.isin(verdicts[:, :-1], FALSE_AT_NULL).any(axis=1).mean())),
         (
             f"the same {family.removeprefix('family of ')}, survivors' variance from the pool (the rule before)",
-            float(np.isin(before[:, :-1], DECISIVE).any(axis=1).mean()),
+            float(np.isin(before[:, :-1], FALSE_AT_NULL).any(axis=1).mean()),
         ),
         (
-            f"mean row, configuration collapsing in {collapse[bimodal]:.0%} of seeds against the control: decisive",
-            float(np.isin(verdicts[:, others.index(bimodal)], DECISIVE).mean()),
+            f"mean claim, configuration collapsing in {collapse[bimodal]:.0%} of seeds against the control: falsely decided",
+            float(np.isin(verdicts[:, others.index(bimodal)], FALSE_AT_NULL).mean()),
         ),
         (
-            f"rate row, {collapse[bimodal]:.0%} against {collapse[control]:.0%} collapsing: reproduced (power)",
-            float((verdicts[:, -1] == "reproduced").mean()),
+            f"rate claim, {collapse[bimodal]:.0%} against {collapse[control]:.0%} collapsing: reproduced (power)",
+            float(np.char.startswith(verdicts[:, -1].astype(str), "reproduced").mean()),
         ),
     ]
     for survivors in (n for n in (1, MIN_SURVIVORS) if n < scenario.seeds):
         for pooled, rule in ((False, "this rule"), (True, "the rule before")):
             report.append(
                 (
-                    f"a null mean row alone, {survivors} of {scenario.seeds} seeds surviving: decisive ({rule})",
+                    f"a null mean row alone, {survivors} of {scenario.seeds} seeds surviving: falsely decided ({rule})",
                     survivor_rate(scenario, survivors, survivor_sd, grids, seed + 2, pooled),
                 )
             )
@@ -285,8 +301,8 @@ def collapse_report(
         )
         report.append(
             (
-                f"the same row reproduced inside the family of {len(rows)} rows (power as planned, after Holm)",
-                float(np.mean([row["verdict"] == "reproduced" for row in found])),
+                f"the same claim reproduced inside the family of {len(rows)} claims (power as planned, after the correction)",
+                float(np.mean([row["verdict"].startswith("reproduced") for row in found])),
             )
         )
     return report

@@ -31,7 +31,8 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from klrl.analysis.contrasts import SeedPool, Variance, contrast
-from klrl.analysis.family import ALPHA, REACHABLE_SEEDS, fisher_p
+from klrl.analysis.claim_family import ALPHA
+from klrl.analysis.family import REACHABLE_SEEDS, fisher_p
 from klrl.analysis.simulation import Scenario, simulate_grid
 
 

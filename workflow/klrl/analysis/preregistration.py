@@ -1,11 +1,12 @@
 """`klrl plan`: the run's analysis plan, fixed and hashed before the first cell trains.
 
 A plan holds what the analysis will do with the cells: every claim (klrl.analysis.claims: its
-terms, comparison, test, direction, margin and domain), every mechanism claim
+terms, comparison, test, direction, margin, domain, how its rows combine and its declared size
+with its source), every mechanism claim
 (klrl.analysis.mechanism_claims: its terms, measure, side, declared size and its source, how its
 rows combine), the rows it will test (per claim, model,
-β and lag: the configuration of each term), the family (its correction and level, Tarone's rule,
-the minimum of survivors, how a claim's verdict follows from its rows), the floor, the collapse
+β and lag: the configuration of each term), the family (its correction and level, the
+minimum of survivors, how a claim's verdict follows from its test), the floor, the collapse
 rule, the power the "≈" rows are sized for, and the seeds of every configuration. Its hash is the
 first 12 hex digits of the SHA-256 of its canonical JSON. The workflow's rule `plan` writes it to
 results/<experiment>/plan.json before any train job starts (every train job takes it as input)
@@ -29,7 +30,8 @@ import json
 from pathlib import Path
 
 from klrl.analysis.claims import CLAIMS
-from klrl.analysis.family import ALPHA, CLAIM_RULE, CORRECTION, POWER
+from klrl.analysis.claim_family import ALPHA
+from klrl.analysis.family import CLAIM_RULE, CORRECTION, POWER
 from klrl.analysis.mechanism_claims import FAMILY_RULE as MECHANISM_FAMILY_RULE, MECHANISM_CLAIMS
 from klrl.analysis.outcomes import COLLAPSE_FRACTION
 from klrl.analysis.verdicts import FLOOR, MIN_SURVIVORS, describe, row_keys
@@ -84,6 +86,9 @@ def plan_of(cells: list[dict]) -> dict:
             "direction": c.direction,
             "margin": c.margin,
             "domain": c.domain,
+            "combine": c.combine,
+            "size": c.side.size,
+            "size_source": c.size_source,
         }
         for c in CLAIMS
     ]
@@ -108,7 +113,8 @@ def plan_of(cells: list[dict]) -> dict:
         "family": {
             "correction": CORRECTION,
             "alpha": ALPHA,
-            "rate rows": "Fisher's exact test; rows no split of their margins could decide leave the family (Tarone)",
+            "rate rows": "the conditional exact test of equal collapse rates (stratified when pooled), Clopper-Pearson "
+            "bounds against a size",
             "mean rows": "seeds that did not collapse; a configuration with collapsed seeds by its survivors' own "
             f"variance (Welch, Hsu's degrees of freedom), with at least {MIN_SURVIVORS} survivors",
             "claims": CLAIM_RULE,

@@ -11,7 +11,8 @@
     per_problem/TASK.csv.gz every cell's per-problem pass@1 on TASK (rows: cells, then each base
                             model as `base:MODEL`; columns: problem ids), gzip without a time stamp
     provenance.csv, plan.json, table1.md, table2.md, paper_comparison.md
-                            copied from the tables (what per-seed scores cannot give back: the
+                            copied from the tables (plan.json: regenerating says whether the
+                            code of the moment still analyses the cells by the recorded plan) (what per-seed scores cannot give back: the
                             commits and dates of the cells, the plans, the training curves' tables)
     run.json                the config the run used and its run time
 `PublishedResults` reads them back with the interface klrl.analysis.verdicts and
@@ -35,8 +36,10 @@ from klrl.analysis.mechanism_claims import (
     ROW_COLUMNS as MECHANISM_ROW_COLUMNS,
     mechanism_tables,
 )
+from klrl.analysis.preregistration import plan_hash, plan_of
 from klrl.analysis.tables import CELL_TAGS, main_rows, write_table
-from klrl.analysis.verdicts import COLUMNS as CLAIM_COLUMNS, VARIANCE_COLUMNS, ScoreIndex, claim_rows, variance_rows
+from klrl.analysis.claim_table import COLUMNS as CLAIM_COLUMNS, paper_claim_tables
+from klrl.analysis.verdicts import COLUMNS as CLAIM_ROW_COLUMNS, VARIANCE_COLUMNS, ScoreIndex, variance_rows
 
 COPIED = ("provenance.csv", "plan.json", "table1.md", "table2.md", "paper_comparison.md")
 MECHANISM_MEASURES = ("kl_reverse", "objective")  # the final policy's, klrl.analysis.mechanism_claims
@@ -158,7 +161,9 @@ def regenerate(folder: Path, out: Path) -> dict:
     written to `out` with the copied ones, as `klrl aggregate` writes a run's; returns run.json."""
     results = PublishedResults(folder)
     out.mkdir(parents=True, exist_ok=True)
-    write_table(pd.DataFrame(claim_rows(results), columns=CLAIM_COLUMNS), out, "claims", ("csv", "md"))
+    claim_row_records, claims = paper_claim_tables(results)
+    write_table(pd.DataFrame(claims, columns=CLAIM_COLUMNS), out, "claims", ("csv", "md"))
+    write_table(pd.DataFrame(claim_row_records, columns=CLAIM_ROW_COLUMNS), out, "claim_rows", ("csv", "md"))
     write_table(pd.DataFrame(variance_rows(results), columns=VARIANCE_COLUMNS), out, "variance", ("csv", "md"))
     write_table(pd.DataFrame(main_rows(results)), out, "main")
     mechanism_rows, mechanism_claims = mechanism_tables(results)
@@ -166,4 +171,19 @@ def regenerate(folder: Path, out: Path) -> dict:
     write_table(pd.DataFrame(mechanism_claims, columns=MECHANISM_CLAIM_COLUMNS), out, "mechanism_claims", ("csv", "md"))
     for name in COPIED:
         shutil.copy(folder / name, out / name)
+    (out / "plan.json").write_text(
+        json.dumps(reanalysed(json.loads((folder / "plan.json").read_text()), results), indent=2) + "\n"
+    )
     return json.loads((folder / "run.json").read_text())
+
+
+def reanalysed(record: dict, results) -> dict:
+    """A published analysis record (tables/plan.json) as the code of the moment analyses the same
+    cells: its plan and hash, and whether that is still the plan the workflow recorded last (the
+    rules or the claims may have changed since the run)."""
+    plan = plan_of(list(results.cells.values()))
+    digest = plan_hash(plan)
+    history = record.get("recorded", [])
+    followed = bool(history) and history[-1]["hash"] == digest
+    fixed = followed and history[-1]["cells_finished"] == 0
+    return record | {"hash": digest, "plan": plan, "followed": followed, "fixed_before_results": fixed}

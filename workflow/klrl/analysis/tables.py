@@ -19,10 +19,13 @@ train/metrics.jsonl and eval/results.json + eval/samples/, each base model's eva
   paper_comparison  the paper's published findings beside ours, with the scale of each
   table2            how to get each configuration in verl, OpenRLHF, TRL and SkyRL
   toy_bias.csv      a copy of the toy study's table, for the figures
-  claims            each paper claim as a declared comparison between cells (klrl.analysis.claims,
-                    klrl.analysis.verdicts): test (t or exact), collapsed seeds, effect, interval, raw and
-                    Holm-adjusted p, verdict (reproduced / contradicted / inconclusive / at floor /
-                    too few survivors / degenerate / not in this grid) and its reason
+  claims            each paper claim (klrl.analysis.claims) per model, decided as one family of claims
+                    at its declared size (klrl.analysis.claim_table): its estimate, raw and adjusted
+                    p of presence and of its size, verdict (reproduced / reproduced, below its size /
+                    absent at its size / contradicted / inconclusive / not in this grid) and reason
+  claim_rows        its rows, descriptive (klrl.analysis.verdicts): per claim, model, evaluation set,
+                    β and lag the test (t or exact), collapsed seeds, effect, interval and raw p, or
+                    why the row could not be tested (at floor / too few survivors)
   variance          per model × evaluation task: the seed-to-seed and seed × problem SDs of pass@1
                     that the claims' intervals pool, for sizing seeds (`klrl power seeds`)
   mechanism_claims  the mechanism claims (klrl.analysis.mechanism_claims) on the KL and objective each
@@ -59,7 +62,8 @@ from klrl.analysis.mechanism_claims import (
     ROW_COLUMNS as MECHANISM_ROW_COLUMNS,
     mechanism_tables,
 )
-from klrl.analysis.verdicts import COLUMNS as CLAIM_COLUMNS, VARIANCE_COLUMNS, claim_rows, variance_rows
+from klrl.analysis.claim_table import COLUMNS as CLAIM_COLUMNS, paper_claim_tables
+from klrl.analysis.verdicts import COLUMNS as CLAIM_ROW_COLUMNS, VARIANCE_COLUMNS, variance_rows
 from klrl.training.config import TrainConfig, load_config
 from klrl.training.record import read_metrics
 
@@ -328,7 +332,9 @@ def aggregate(cells: list[str], out: Path, root: Path, scale: str = "toy") -> di
     }
     tables["paper_comparison"] = pd.DataFrame(paper_comparison_rows(tables["main"], tables["table1"], scale))
     tables["table2"] = pd.DataFrame(table2_rows())
-    tables["claims"] = pd.DataFrame(claim_rows(results), columns=CLAIM_COLUMNS)
+    claim_row_records, claims = paper_claim_tables(results)
+    tables["claims"] = pd.DataFrame(claims, columns=CLAIM_COLUMNS)
+    tables["claim_rows"] = pd.DataFrame(claim_row_records, columns=CLAIM_ROW_COLUMNS)
     tables["variance"] = pd.DataFrame(variance_rows(results), columns=VARIANCE_COLUMNS)
     mechanism_rows, mechanism_claims = mechanism_tables(results)
     tables["mechanism_rows"] = pd.DataFrame(mechanism_rows, columns=MECHANISM_ROW_COLUMNS)
@@ -343,6 +349,7 @@ def aggregate(cells: list[str], out: Path, root: Path, scale: str = "toy") -> di
         "scores": ("csv",),
         "curves": ("csv",),
         "claims": ("csv", "md"),
+        "claim_rows": ("csv", "md"),
         "variance": ("csv", "md"),
         "mechanism_rows": ("csv", "md"),
         "mechanism_claims": ("csv", "md"),

@@ -33,12 +33,12 @@ import pandas as pd
 
 from klrl.analysis.claims import CLAIMS, Claim, Term
 from klrl.analysis.contrasts import SeedPool, Variance, contrast
-from klrl.analysis.family import decide, holm, mean_test, rate_test, seeds_for_equivalence, tarone
+from klrl.analysis.family import seeds_for_equivalence
+from klrl.analysis.rate_tests import RateRow
 from klrl.analysis.outcomes import below_collapse
 
 FLOOR = 0.02  # pass@1 at or below this (at or above 1 − this) is at the floor (ceiling)
 MIN_SURVIVORS = 3  # a mean row needs this many seeds that did not collapse in each collapsing configuration
-UNDECIDED = ("at floor", "too few survivors", "not in this grid")
 
 COLUMNS = (
     "claim",
@@ -57,7 +57,6 @@ COLUMNS = (
     "ci_lo",
     "ci_hi",
     "p",
-    "p_adjusted",
     "verdict",
     "reason",
     "seeds_for_power",
@@ -99,8 +98,10 @@ class TermScores:
 
 
 def tested_row(claim: Claim, terms: list[TermScores], pool: SeedPool) -> dict:
-    """The raw test of one row: effect, interval, p (a rate row: with the smallest p its margins
-    allow, for Tarone's rule), or the floor or too-few-survivors reason that keeps it out of the family."""
+    """One row of a claim, described: its effect, interval and raw p of presence (one-sided, the
+    claim's side; "≈": TOST), and under "_test" the row's test (a mean contrast, a rate row) that
+    the claim's own test combines (klrl.analysis.claim_family); or the floor or too-few-survivors
+    reason that leaves the row out of it."""
     seeds = [len(t.collapsed) for t in terms if not t.fixed]
     counts = [int(t.collapsed.sum()) for t in terms if not t.fixed]
     row = {
@@ -108,13 +109,14 @@ def tested_row(claim: Claim, terms: list[TermScores], pool: SeedPool) -> dict:
         "seeds": "/".join(map(str, seeds)),
         "collapsed": "/".join(map(str, counts)),
         "reason": "",
+        "verdict": "descriptive",
     }
     if claim.test == "rate":
-        return (
-            row
-            | rate_test(tuple(counts), tuple(seeds))
-            | {"reason": "; ".join(f"{t.label} collapsed in {c} of {n} seeds" for t, c, n in zip(terms, counts, seeds))}
-        )
+        tested = RateRow(((counts[0], seeds[0], counts[1], seeds[1]),))
+        lo, hi = tested.interval(0.95)
+        reason = "; ".join(f"{t.label} collapsed in {c} of {n} seeds" for t, c, n in zip(terms, counts, seeds))
+        row |= {"effect": tested.effect, "ci_level": 0.95, "ci_lo": lo, "ci_hi": hi}
+        return row | {"p": claim.side.p_present(tested), "reason": reason, "_test": tested}
     floors = [reason for t in terms if (reason := t.floor_reason())]
     if floors:
         return row | {"verdict": "at floor", "reason": "; ".join(floors)}
@@ -122,31 +124,13 @@ def tested_row(claim: Claim, terms: list[TermScores], pool: SeedPool) -> dict:
     if few:
         return row | {"verdict": "too few survivors", "reason": "; ".join(few)}
     tested = contrast([(t.weight, t.scores[~t.collapsed], t.variance()) for t in terms], pool)
-    row |= mean_test(claim, tested)
+    level = 0.90 if claim.direction == "equivalent" else 0.95
+    lo, hi = tested.interval(level)
+    row |= {"effect": tested.effect, "ci_level": level, "ci_lo": lo, "ci_hi": hi, "p": claim.side.p_present(tested)}
     if claim.direction == "equivalent":
         row["seeds_for_power"] = seeds_for_equivalence(tested.se, min(seeds), claim.margin)
     excluded = [f"{t.label}: {c} collapsed seeds left out" for t, c in zip(terms, counts) if c]
-    return row | {"reason": "; ".join(excluded)}
-
-
-def decide_family(rows: list[dict], claims: tuple[Claim, ...] = CLAIMS) -> list[dict]:
-    """Holm-adjusted p and verdict of every row with a p-value (rows name their claim among
-    `claims`); at-floor, too-few-survivors and not-in-this-grid rows stay as they are; rate rows
-    that Tarone's rule leaves out (klrl.analysis.family.tarone) are `degenerate`."""
-    claims = {claim.name: claim for claim in claims}
-    tested = [row for row in rows if row.get("verdict") not in UNDECIDED]
-    kept, threshold = tarone([row.pop("p_min", 0.0) for row in tested])
-    family = []
-    for row, keep in zip(tested, kept):
-        if keep:
-            family.append(row)
-        else:
-            row["verdict"] = "degenerate"
-            row["reason"] += f"; no split of these collapses reaches p < {threshold:.3g} (Tarone)"
-    for row, adjusted in zip(family, holm([row.get("p", np.nan) for row in family])):
-        row["p_adjusted"] = adjusted
-        row["verdict"] = decide(claims[row["claim"]], row["effect"], adjusted)
-    return rows
+    return row | {"reason": "; ".join(excluded), "_test": tested}
 
 
 class ScoreIndex:
@@ -319,7 +303,7 @@ def claim_rows(results) -> list[dict]:
                     "verdict": "not in this grid",
                 }
             )
-    return [dict.fromkeys(COLUMNS, np.nan) | row for row in decide_family(rows)]
+    return [dict.fromkeys(COLUMNS, np.nan) | row for row in rows]
 
 
 VARIANCE_COLUMNS = (
