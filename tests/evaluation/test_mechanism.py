@@ -205,3 +205,16 @@ def test_the_standard_error_is_that_of_the_per_prompt_means():
     assert mean == 3.0
     assert se == pytest.approx(math.sqrt(14 / 3) / 2, rel=1e-12)  # sample SD (ddof 1) over √4
     assert mean_and_se(torch.tensor([2.5], dtype=torch.float64)) == (2.5, None)
+
+
+def test_the_standard_errors_cluster_each_prompts_samples(pair):
+    """Every sample of the first prompt earns 1, of the second 0: the per-prompt means are 1 and 0,
+    so reward_se is SD([1, 0]) / √2 = 0.5 (over 16 independent samples it would be 0.13)."""
+    policy, reference = pair
+    rows = [{"prompt": "12", "answer": "yes"}, {"prompt": "21", "answer": "no"}]
+    summary = measure(
+        policy, reference, DigitTokenizer(), rows, lambda texts, answers: [float(a == "yes") for a in answers],
+        _sampler(), beta=0.0, samples=8, seed=0, batch_size=2,
+    )  # fmt: skip
+    assert (summary["reward"], summary["reward_se"]) == (0.5, pytest.approx(0.5, rel=1e-12))
+    assert (summary["objective"], summary["objective_se"]) == (0.5, pytest.approx(0.5, rel=1e-12))
