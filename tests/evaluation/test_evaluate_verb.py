@@ -10,7 +10,7 @@ import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from klrl.evaluation.harness import Decoding, evaluate
-from klrl.evaluation.mechanism import KEYS
+from klrl.evaluation.results_files import MECHANISM_KEYS
 from klrl.grading.rewards import arithmetic_reward
 from klrl.tasks.data import prepare, read_split
 
@@ -76,7 +76,7 @@ def test_evaluate_command_writes_scores_and_per_sample_logs(tiny_base, eval_data
         summary["timing_s"]["total"] - summary["timing_s"]["generation"]
     )
     mechanism = summary["mechanism"]  # the model against itself: no divergence, exactly
-    assert list(mechanism) == list(KEYS)
+    assert list(mechanism) == list(MECHANISM_KEYS)
     assert (mechanism["task"], mechanism["prompts"], mechanism["samples"], mechanism["beta"]) == ("arith", 5, 4, 0.25)
     assert mechanism["kl_reverse"] == mechanism["kl_forward"] == mechanism["kl_reverse_se"] == 0
     assert mechanism["objective"] == mechanism["reward"] and mechanism["entropy"] > 0 and mechanism["seconds"] > 0
@@ -117,7 +117,7 @@ def test_scores_and_files_reach_the_cells_mlflow_run(tiny_base, talkative_base, 
     assert metrics["final_eval/arith/pass_at_1"] == summary["tasks"]["arith"]["pass@1"]
     mechanism = summary["mechanism"]
     assert mechanism["task"] == "arith-long" and mechanism["kl_reverse"] > 0 and mechanism["kl_forward"] > 0
-    assert {key: metrics[f"mechanism/{key}"] for key in KEYS if key != "task"} == pytest.approx(
+    assert {key: metrics[f"mechanism/{key}"] for key in MECHANISM_KEYS if key != "task"} == pytest.approx(
         {key: value for key, value in mechanism.items() if key != "task"}, rel=1e-12
     )
     artifacts = {a.path for a in client.list_artifacts(mlflow_run.info.run_id, "eval")}

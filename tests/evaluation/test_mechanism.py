@@ -10,7 +10,8 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from klrl.evaluation.mechanism import KEYS, mean_and_se, measure, rollout_sums, sampled_sums
+from klrl.evaluation.results_files import MECHANISM_KEYS
+from klrl.evaluation.mechanism import mean_and_se, measure, rollout_sums, sampled_sums
 from klrl.training.sampling import HFSampler, Rollout
 from klrl.training.seeds import seeded_generator
 
@@ -194,7 +195,7 @@ def test_the_measurement_is_fixed_by_its_seed(pair):
         )  # fmt: skip
 
     first = run(0)
-    assert set(first) == set(KEYS) - {"task", "seconds"}
+    assert set(first) == set(MECHANISM_KEYS) - {"task", "seconds"}
     assert (first["prompts"], first["samples"], first["beta"]) == (2, 8, 0.1)
     assert run(0) == first
     assert run(1)["kl_reverse"] != first["kl_reverse"]

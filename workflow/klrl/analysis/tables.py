@@ -25,6 +25,8 @@ train/metrics.jsonl and eval/results.json + eval/samples/, each base model's eva
                     too few survivors / degenerate / not in this grid) and its reason
   variance          per model × evaluation task: the seed-to-seed and seed × problem SDs of pass@1
                     that the claims' intervals pool, for sizing seeds (`klrl power seeds`)
+  mechanism.csv     per measured cell: the KL(π‖πref) and KL(πref‖π) its final policy attains, its
+                    entropy, reward and objective reward − β·KL (klrl.analysis.mechanism_table)
   provenance.csv    per commit the cells trained at: how many, first and last finishing date
                     (klrl.core.provenance)
   plan.json         the run's plan (klrl.analysis.preregistration) as the analysis ran it, its hash, the plans the
@@ -44,6 +46,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from klrl.analysis.mechanism_table import MEASURED, mechanism_rows
 from klrl.analysis.outcomes import LABELS, classify
 from klrl.analysis.preregistration import analysis_record
 from klrl.core.provenance import PROVENANCE_COLUMNS, commit_rows
@@ -317,6 +320,7 @@ def aggregate(cells: list[str], out: Path, root: Path, scale: str = "toy") -> di
     tables["table2"] = pd.DataFrame(table2_rows())
     tables["claims"] = pd.DataFrame(claim_rows(results), columns=CLAIM_COLUMNS)
     tables["variance"] = pd.DataFrame(variance_rows(results), columns=VARIANCE_COLUMNS)
+    tables["mechanism"] = pd.DataFrame(mechanism_rows(results), columns=["cell", *CELL_TAGS, *MEASURED])
     tables["provenance"] = pd.DataFrame(
         commit_rows([results.status(cell) for cell in cells]), columns=PROVENANCE_COLUMNS
     )
@@ -328,6 +332,7 @@ def aggregate(cells: list[str], out: Path, root: Path, scale: str = "toy") -> di
         "curves": ("csv",),
         "claims": ("csv", "md"),
         "variance": ("csv", "md"),
+        "mechanism": ("csv",),
         "provenance": ("csv",),
     }
     for name, frame in tables.items():

@@ -37,27 +37,11 @@ from pathlib import Path
 
 import torch
 
+from klrl.evaluation.results_files import MECHANISM_KEYS
 from klrl.training.sampling import HFSampler, Rollout, completion_texts
 from klrl.training.scoring import completion_logits, prefix_sums, token_divergences
 from klrl.training.seeds import seeded_generator
 
-KEYS = (
-    "task",
-    "prompts",
-    "samples",
-    "beta",
-    "kl_reverse",
-    "kl_reverse_se",
-    "kl_forward",
-    "kl_forward_se",
-    "entropy",
-    "entropy_se",
-    "reward",
-    "reward_se",
-    "objective",
-    "objective_se",
-    "seconds",
-)  # of results.json's "mechanism"
 LOGITS_BUDGET = 2**28  # float32 logits elements of one model in one scoring chunk (1 GiB)
 
 
@@ -206,4 +190,4 @@ def measure_models(
     if device.startswith("cuda"):
         torch.cuda.empty_cache()  # the memory lm-eval's backend loads into next
     summary |= {"task": task, "seconds": time.perf_counter() - start}
-    return {key: summary[key] for key in KEYS}
+    return {key: summary[key] for key in MECHANISM_KEYS}
