@@ -38,6 +38,7 @@ from pathlib import Path
 import torch
 
 from klrl.evaluation.results_files import MECHANISM_KEYS
+from klrl.training.prompts import encode_prompts
 from klrl.training.sampling import HFSampler, Rollout, completion_texts
 from klrl.training.scoring import completion_logits, prefix_sums, token_divergences
 from klrl.training.seeds import seeded_generator
@@ -104,8 +105,6 @@ def measure(
     `samples` completions of each row's prompt, each as its mean and `_se`, with `prompts`,
     `samples` and `beta` (without `task` and `seconds`: `measure_models` adds them); generation
     in batches of `batch_size` prompts."""
-    from klrl.training.prompts import encode_prompts
-
     prompts = [ids for ids in encode_prompts(tokenizer, rows) for _ in range(samples)]
     policy_sums, rollouts = sampled_sums(
         policy, reference, sampler, prompts, seeded_generator(seed, "mechanism", "policy"), batch_size * samples
