@@ -100,13 +100,16 @@ def test_the_cpu_miniature_keeps_every_group_and_axis_of_the_paper_grid():
         assert cell.train["micro_batch_size"] < cell.train["prompts_per_step"] * cell.train["group_size"] // 2
 
 
-@pytest.mark.parametrize("pilot", ["smollm2.yaml", "smollm2-k3.yaml"])
-def test_a_smollm2_pilot_trains_the_studys_recipe_on_seeds_of_its_own(pilot):
-    """config/pilots/smollm2.yaml sized the study, smollm2-k3.yaml piloted a row it could not
-    reach: each of their cells has the settings of the study's cells of its policy but for the KL
-    configuration (β included), the steps and the seed, and no seed of it is one of the study's
-    (the study's analysis sees none of the data it was sized from)."""
-    study = load_config("smollm2")
+@pytest.mark.parametrize(
+    ("name", "pilot"), [("smollm2", "smollm2.yaml"), ("smollm2", "smollm2-k3.yaml"), ("mechanism", "mechanism.yaml")]
+)
+def test_a_pilot_trains_the_studys_recipe_on_seeds_of_its_own(name, pilot):
+    """config/pilots/smollm2.yaml sized the SmolLM2 study, smollm2-k3.yaml piloted a row it could
+    not reach, mechanism.yaml sized the mechanism study: each of their cells has the settings of
+    the study's cells of its policy but for the KL configuration (β included), the steps and the
+    seed, and no seed of it is one of the study's (the study's analysis sees none of the data it
+    was sized from)."""
+    study = load_config(name)
     layered = copy.deepcopy(study)  # update_config merges into nested sections in place
     update_config(layered, yaml.safe_load((ROOT / "config" / "pilots" / pilot).read_text()))
     study_cells, pilot_cells = expand_grid(study), expand_grid(layered)

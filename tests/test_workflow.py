@@ -277,7 +277,7 @@ def test_the_paper_config_dry_runs_to_its_grid(paper_dry_run):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["smollm2", "study"])
+@pytest.mark.parametrize("name", ["smollm2", "study", "mechanism"])
 def test_every_other_shipped_config_dry_runs_to_one_train_and_evaluate_job_per_cell(tmp_path, name):
     """The configs not run end to end here (paper: above; config and test: for real) pass the
     config checks and plan their whole grid."""

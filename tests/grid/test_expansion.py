@@ -20,6 +20,7 @@ CONFIGS = sorted(
 )
 PAPER_MINI = ("config/paper.yaml", "config/overlays/cpu-mini.yaml")
 SMOLLM2_PILOTS = [("config/smollm2.yaml", f"config/pilots/{pilot}") for pilot in ("smollm2.yaml", "smollm2-k3.yaml")]
+MECHANISM_PILOT = ("config/mechanism.yaml", "config/pilots/mechanism.yaml")
 
 
 def _load(*names: str) -> dict:
@@ -42,7 +43,7 @@ def _same_types(a, b, where: str = "") -> None:
         assert a == b, f"{where}: {a!r} != {b!r}"
 
 
-@pytest.mark.parametrize("names", [(name,) for name in CONFIGS] + [PAPER_MINI, *SMOLLM2_PILOTS], ids="+".join)
+@pytest.mark.parametrize("names", [(name,) for name in CONFIGS] + [PAPER_MINI, *SMOLLM2_PILOTS, MECHANISM_PILOT], ids="+".join)
 def test_every_cell_reaches_its_train_config_with_identical_values_and_types(names, tmp_path):
     cells = expand_grid(_load(*names))
     assert cells

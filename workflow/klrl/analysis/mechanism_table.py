@@ -14,12 +14,12 @@ if TYPE_CHECKING:
 MEASURED = tuple(key for key in MECHANISM_KEYS if key != "beta")  # the cell's β is one of its tags
 
 
-def mechanism_rows(results: Results) -> list[dict]:
+def mechanism_cell_rows(results: Results) -> list[dict]:
     """One row per measured cell: its id, tags (klrl.analysis.tables.cell_tags) and the measurement's
     keys but β, which is the cell's (`klrl evaluate --beta`)."""
     rows = []
     for cell, tags in results.cells.items():
-        measured = results.evaluation(cell).get("mechanism")
+        measured = results.mechanism(cell)
         if measured:
             rows.append({"cell": cell, **tags, **{key: measured[key] for key in MEASURED}})
     return rows

@@ -1,7 +1,9 @@
 """`klrl plan`: the run's analysis plan, fixed and hashed before the first cell trains.
 
 A plan holds what the analysis will do with the cells: every claim (klrl.analysis.claims: its
-terms, comparison, test, direction, margin and domain), the rows it will test (per claim, model,
+terms, comparison, test, direction, margin and domain), every mechanism claim
+(klrl.analysis.mechanism_claims: its terms, measure, side, declared size and its source, how its
+rows combine), the rows it will test (per claim, model,
 β and lag: the configuration of each term), the family (its correction and level, Tarone's rule,
 the minimum of survivors, how a claim's verdict follows from its rows), the floor, the collapse
 rule, the power the "≈" rows are sized for, and the seeds of every configuration. Its hash is the
@@ -28,6 +30,7 @@ from pathlib import Path
 
 from klrl.analysis.claims import CLAIMS
 from klrl.analysis.family import ALPHA, CLAIM_RULE, CORRECTION, POWER
+from klrl.analysis.mechanism_claims import FAMILY_RULE as MECHANISM_FAMILY_RULE, MECHANISM_CLAIMS
 from klrl.analysis.outcomes import COLLAPSE_FRACTION
 from klrl.analysis.verdicts import FLOOR, MIN_SURVIVORS, describe, row_keys
 from klrl.core.paths import Layout
@@ -84,8 +87,23 @@ def plan_of(cells: list[dict]) -> dict:
         }
         for c in CLAIMS
     ]
+    mechanism = [
+        {
+            "name": c.name,
+            "statement": c.statement,
+            "terms": [{"weight": t.weight, "kl": t.kl, "beta": t.beta} for t in c.terms],
+            "measure": c.measure,
+            "direction": c.side.direction,
+            "null": c.side.null,
+            "size": c.side.size,
+            "size_source": c.size_source,
+            "combine": c.combine,
+        }
+        for c in MECHANISM_CLAIMS
+    ]
     return {
         "claims": claims,
+        "mechanism_claims": mechanism,
         "rows": planned_rows(cells),
         "family": {
             "correction": CORRECTION,
@@ -94,6 +112,7 @@ def plan_of(cells: list[dict]) -> dict:
             "mean rows": "seeds that did not collapse; a configuration with collapsed seeds by its survivors' own "
             f"variance (Welch, Hsu's degrees of freedom), with at least {MIN_SURVIVORS} survivors",
             "claims": CLAIM_RULE,
+            "mechanism claims": MECHANISM_FAMILY_RULE,
         },
         "floor": FLOOR,
         "collapse": f"diverged, or in-domain pass@1 below {COLLAPSE_FRACTION:g} × the base's",

@@ -6,6 +6,8 @@
                             training task, status and step, whether it collapsed (in domain,
                             klrl.analysis.verdicts), the task and its pass@1 (a cell never
                             evaluated: one row, task empty)
+                            and the final policy's attained KL and objective
+                            (klrl.analysis.mechanism_claims; empty where not measured)
     per_problem/TASK.csv.gz every cell's per-problem pass@1 on TASK (rows: cells, then each base
                             model as `base:MODEL`; columns: problem ids), gzip without a time stamp
     provenance.csv, plan.json, table1.md, table2.md, paper_comparison.md
@@ -28,11 +30,27 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from klrl.analysis.mechanism_claims import (
+    CLAIM_COLUMNS as MECHANISM_CLAIM_COLUMNS,
+    ROW_COLUMNS as MECHANISM_ROW_COLUMNS,
+    mechanism_tables,
+)
 from klrl.analysis.tables import CELL_TAGS, main_rows, write_table
 from klrl.analysis.verdicts import COLUMNS as CLAIM_COLUMNS, VARIANCE_COLUMNS, ScoreIndex, claim_rows, variance_rows
 
 COPIED = ("provenance.csv", "plan.json", "table1.md", "table2.md", "paper_comparison.md")
-SEEDS_COLUMNS = ("cell", *CELL_TAGS, "training_task", "status", "step", "collapsed", "task", "pass@1")
+MECHANISM_MEASURES = ("kl_reverse", "objective")  # the final policy's, klrl.analysis.mechanism_claims
+SEEDS_COLUMNS = (
+    "cell",
+    *CELL_TAGS,
+    "training_task",
+    "status",
+    "step",
+    "collapsed",
+    "task",
+    "pass@1",
+    *MECHANISM_MEASURES,
+)
 BASE = "base:"
 
 
@@ -49,6 +67,8 @@ def publish(results, tables: Path, out: Path, config: str, run_time: str) -> Non
         head = {"cell": cell, **tags, "training_task": results.training_task(cell)}
         head |= {"status": status["status"], "step": status["step"]}
         head["collapsed"] = index.collapsed[(tags["model"], key)][tags["seed"]]
+        measured = results.mechanism(cell) or {}
+        head |= {measure: measured.get(measure, np.nan) for measure in MECHANISM_MEASURES}
         tasks = results.evaluation(cell)["tasks"]
         for task in tasks or [None]:
             scores = None if task is None else results.per_problem(cell, task)
@@ -111,6 +131,13 @@ class PublishedResults:
         tasks = [task for task in self._rows[cell]["task"] if task is not None]
         return {"tasks": {task: {} for task in tasks}}
 
+    def mechanism(self, cell: str) -> dict | None:
+        """The cell's attained KL and objective (None: not measured, or published before they were)."""
+        first = self._rows[cell].iloc[0]
+        if any(first.get(measure) in (None, "") for measure in MECHANISM_MEASURES):
+            return None
+        return {measure: float(first[measure]) for measure in MECHANISM_MEASURES}
+
     def per_problem(self, cell: str, task: str) -> pd.Series | None:
         frame = self.per_task.get(task)
         if frame is None or cell not in frame.index:
@@ -127,13 +154,16 @@ def is_published(folder: Path) -> bool:
 
 
 def regenerate(folder: Path, out: Path) -> dict:
-    """The claims, variance and main tables computed again from the published tables in `folder`,
+    """The claims, variance, main and mechanism tables computed again from the published tables in `folder`,
     written to `out` with the copied ones, as `klrl aggregate` writes a run's; returns run.json."""
     results = PublishedResults(folder)
     out.mkdir(parents=True, exist_ok=True)
     write_table(pd.DataFrame(claim_rows(results), columns=CLAIM_COLUMNS), out, "claims", ("csv", "md"))
     write_table(pd.DataFrame(variance_rows(results), columns=VARIANCE_COLUMNS), out, "variance", ("csv", "md"))
     write_table(pd.DataFrame(main_rows(results)), out, "main")
+    mechanism_rows, mechanism_claims = mechanism_tables(results)
+    write_table(pd.DataFrame(mechanism_rows, columns=MECHANISM_ROW_COLUMNS), out, "mechanism_rows", ("csv", "md"))
+    write_table(pd.DataFrame(mechanism_claims, columns=MECHANISM_CLAIM_COLUMNS), out, "mechanism_claims", ("csv", "md"))
     for name in COPIED:
         shutil.copy(folder / name, out / name)
     return json.loads((folder / "run.json").read_text())

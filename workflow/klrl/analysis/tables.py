@@ -25,6 +25,10 @@ train/metrics.jsonl and eval/results.json + eval/samples/, each base model's eva
                     too few survivors / degenerate / not in this grid) and its reason
   variance          per model × evaluation task: the seed-to-seed and seed × problem SDs of pass@1
                     that the claims' intervals pool, for sizing seeds (`klrl power seeds`)
+  mechanism_claims  the mechanism claims (klrl.analysis.mechanism_claims) on the KL and objective each
+                    cell's final policy attains: one row per claim, its declared size, p-values
+                    raw and adjusted in the family of claims, verdict and reason
+  mechanism_rows    their descriptive rows: per claim and β (or β step), the estimate and its 95% interval
   mechanism.csv     per measured cell: the KL(π‖πref) and KL(πref‖π) its final policy attains, its
                     entropy, reward and objective reward − β·KL (klrl.analysis.mechanism_table)
   provenance.csv    per commit the cells trained at: how many, first and last finishing date
@@ -46,13 +50,18 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from klrl.analysis.mechanism_table import MEASURED, mechanism_rows
+from klrl.analysis.mechanism_table import MEASURED, mechanism_cell_rows
 from klrl.analysis.outcomes import LABELS, classify
 from klrl.analysis.preregistration import analysis_record
 from klrl.core.provenance import PROVENANCE_COLUMNS, commit_rows
 from klrl.core.files import read_jsonl
 from klrl.core.paths import Layout, samples_file
 from klrl.analysis.bootstrap import bootstrap_mean_ci
+from klrl.analysis.mechanism_claims import (
+    CLAIM_COLUMNS as MECHANISM_CLAIM_COLUMNS,
+    ROW_COLUMNS as MECHANISM_ROW_COLUMNS,
+    mechanism_tables,
+)
 from klrl.analysis.verdicts import COLUMNS as CLAIM_COLUMNS, VARIANCE_COLUMNS, claim_rows, variance_rows
 from klrl.training.config import TrainConfig, load_config
 from klrl.training.record import read_metrics
@@ -114,6 +123,10 @@ class Results:
 
     def evaluation(self, cell: str) -> dict:
         return _read_json(self.layout.cell_eval(cell)) or {"tasks": {}}
+
+    def mechanism(self, cell: str) -> dict | None:
+        """The final policy's attained KL and objective, measured at evaluation (None: not measured)."""
+        return self.evaluation(cell).get("mechanism")
 
     def training_task(self, cell: str) -> str | None:
         return self.settings[cell].task
@@ -320,7 +333,10 @@ def aggregate(cells: list[str], out: Path, root: Path, scale: str = "toy") -> di
     tables["table2"] = pd.DataFrame(table2_rows())
     tables["claims"] = pd.DataFrame(claim_rows(results), columns=CLAIM_COLUMNS)
     tables["variance"] = pd.DataFrame(variance_rows(results), columns=VARIANCE_COLUMNS)
-    tables["mechanism"] = pd.DataFrame(mechanism_rows(results), columns=["cell", *CELL_TAGS, *MEASURED])
+    tables["mechanism"] = pd.DataFrame(mechanism_cell_rows(results), columns=["cell", *CELL_TAGS, *MEASURED])
+    mechanism_rows, mechanism_claims = mechanism_tables(results)
+    tables["mechanism_rows"] = pd.DataFrame(mechanism_rows, columns=MECHANISM_ROW_COLUMNS)
+    tables["mechanism_claims"] = pd.DataFrame(mechanism_claims, columns=MECHANISM_CLAIM_COLUMNS)
     tables["provenance"] = pd.DataFrame(
         commit_rows([results.status(cell) for cell in cells]), columns=PROVENANCE_COLUMNS
     )
@@ -333,6 +349,8 @@ def aggregate(cells: list[str], out: Path, root: Path, scale: str = "toy") -> di
         "claims": ("csv", "md"),
         "variance": ("csv", "md"),
         "mechanism": ("csv",),
+        "mechanism_rows": ("csv", "md"),
+        "mechanism_claims": ("csv", "md"),
         "provenance": ("csv",),
     }
     for name, frame in tables.items():

@@ -9,7 +9,8 @@ behind it and the reason of an `at floor` row, headed by the config and run time
 from, every commit its cells trained at with the count of cells and their dates
 (provenance.csv), and the plan's hash and whether the analysis followed it (plan.json). Every block
 `<!-- table:EXPERIMENT:NAME:begin -->` … `<!-- table:EXPERIMENT:NAME:end -->` gets the run's
-`NAME.md` table (main, table1, ...) under the same heading. Nothing outside that experiment's
+`NAME.md` table (main, table1, ...) under the same heading; a `mechanism:EXPERIMENT` block gets
+the mechanism claims' verdicts (mechanism_claims.csv, klrl.analysis.mechanism_claims). Nothing outside that experiment's
 blocks changes; no number or verdict is typed by hand.
 """
 
@@ -22,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from klrl.analysis.family import ALPHA, CLAIM_RULE, CORRECTION, POWER, REACHABLE_SEEDS, claim_verdict
+from klrl.analysis.mechanism_claims import FAMILY_RULE
 from klrl.analysis.verdicts import MIN_SURVIVORS
 from klrl.core.provenance import UNRECORDED, source_commit
 
@@ -173,6 +175,26 @@ def contrast_block(experiment: str, claims: pd.DataFrame, other: pd.DataFrame, o
     return marked_block(f"contrast:{experiment}", [header, "", *(lines or ["No claim differs."])])
 
 
+def mechanism_block(experiment: str, claims: pd.DataFrame, header: str) -> str:
+    """The `mechanism:EXPERIMENT` block: each mechanism claim's verdict in the family of claims,
+    with its declared size, the gradient that predicts it, its estimate and adjusted p-values."""
+    lines = [header, "", f"The family: {FAMILY_RULE}.", ""]
+    for _, row in claims.iterrows():
+        where = f" ({row['model']})" if isinstance(row["model"], str) and row["model"] else ""
+        head = f"- {row['statement']}{where}: **{row['verdict']}**"
+        if row["verdict"] == "not in this grid":
+            lines.append(head + ".")
+            continue
+        reason = f"; {row['reason']}" if isinstance(row["reason"], str) and row["reason"] else ""
+        lines.append(
+            head + f" ({row['measure']}, {row['combine']} over {int(row['rows'])} rows: estimate "
+            f"{_number(row['effect'], '+.3f')}, p present {_number(row['p_present_adjusted'], '.3g')}, "
+            f"p size {_number(row['p_size_adjusted'], '.3g')} adjusted; size {row['size']:g} beyond null "
+            f"{row['null']:g}, {row['size_source']}; predicted by {row['predicted_by']}{reason})."
+        )
+    return marked_block(f"mechanism:{experiment}", lines)
+
+
 def table_block(experiment: str, name: str, table: str, header: str) -> str:
     """A `table:EXPERIMENT:NAME` block holding a run's Markdown table under its provenance line."""
     return marked_block(f"table:{experiment}:{name}", [header, "", table.rstrip("\n")])
@@ -223,6 +245,12 @@ def rewrite_readme(
         blocks.append(
             table_block(experiment, name, table.read_text(), provenance(f"{name}.md", config, run_time, run_line))
         )
+    if f"<!-- mechanism:{experiment}:begin -->" in text:
+        path = tables / "mechanism_claims.csv"
+        if not path.is_file():
+            raise ValueError(f"{path}: the page has a mechanism:{experiment} block but the run has no such table")
+        header = provenance("mechanism_claims.csv", config, run_time, run_line)
+        blocks.append(mechanism_block(experiment, pd.read_csv(path, keep_default_na=False, na_values=[""]), header))
     if contrast is not None:
         if not (contrast / "claims.csv").is_file():
             raise ValueError(f"{contrast / 'claims.csv'}: no claims table to contrast with")
