@@ -54,9 +54,9 @@ def label(kl: str) -> str:
 
 
 handles = [Line2D([], [], color=color(kl), marker="o", linewidth=1.8, label=label(kl)) for kl in configs]
-handles.append(
-    Line2D([], [], color=color("none"), linewidth=1.4, linestyle=(0, (5, 2)), label="none (no KL), β = 0 policy")
-)
+if (cells["kl"] == "none").any():
+    reference = label("none").replace("none", "none (no KL)", 1)
+    handles.append(Line2D([], [], color=color("none"), linewidth=1.4, linestyle=(0, (5, 2)), label=reference))
 figure.legend(handles=handles, loc="outside lower center", ncol=min(4, len(handles)), fontsize=8)
 title(
     figure,
