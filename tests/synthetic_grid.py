@@ -1,7 +1,7 @@
 """A synthetic results folder for the default grid (config/config.yaml), for drawing every figure.
 
-Every cell of the default grid gets a plausible curve and evaluation, written in the files
-`klrl aggregate` reads, with the cases a figure must show: a configuration whose every seed
+Every cell of the default grid gets a plausible curve and evaluation (with its KL measurement),
+written in the files `klrl aggregate` reads, with the cases a figure must show: a configuration whose every seed
 diverged (K3 in reward on-policy, no KL off-policy), one seed of a configuration diverged (K1 in
 loss at the largest β), a configuration with no results at all (K2 in loss at the largest β),
 NaN values in a curve, and a toy table whose unbiased rows have a bias of exactly 0. The analysis
@@ -56,7 +56,22 @@ def _curve(kl: str, beta: float, seed: int, rng: np.random.Generator) -> list[fl
     return [float(np.clip(0.3 + (top - 0.3) * (1 - np.exp(-step / 15)) + rng.normal(0, 0.03), 0, 1)) for step in STEPS]
 
 
-def _write_eval(folder: Path, scores: dict[str, float], rng: np.random.Generator, status: dict | None) -> None:
+def _mechanism(kl: str, beta: float, task: str, curve: list[float], rng: np.random.Generator) -> dict:
+    """A plausible KL measurement (klrl.evaluation.mechanism): the reverse KL shrinks as β grows
+    where the penalty restrains it (K1 in the reward, the "both" placements), much less elsewhere."""
+    restrained = kl in ("k1-reward", "k1-both", "k3-both", "k1-reward-prefixis")
+    reverse = (1.5 if kl == "none" else 1.2 / (1 + (20 if restrained else 2) * beta)) + abs(rng.normal(0, 0.05))
+    reward = curve[-1]
+    values = {"kl_reverse": reverse, "kl_forward": 1.3 * reverse, "entropy": 4.0 - reverse, "reward": reward}
+    summary = {"task": task, "prompts": 64, "samples": 4, "beta": beta}
+    for name, value in values.items():
+        summary |= {name: float(value), f"{name}_se": 0.05 * float(value)}
+    return summary | {"objective": reward - beta * reverse, "objective_se": 0.03, "seconds": 4.0}
+
+
+def _write_eval(
+    folder: Path, scores: dict[str, float], rng: np.random.Generator, status: dict | None, mechanism: dict | None = None
+) -> None:
     (folder / "samples").mkdir(parents=True)
     tasks = {}
     for task, mean in scores.items():
@@ -64,7 +79,8 @@ def _write_eval(folder: Path, scores: dict[str, float], rng: np.random.Generator
         lines = [json.dumps({"id": f"{task}-test-{i:05d}", "pass@1": float(v)}) for i, v in enumerate(values)]
         (folder / "samples" / f"{task}.jsonl").write_text("\n".join(lines) + "\n")
         tasks[task] = {"pass@1": float(values.mean()), "stderr": 0.05, "problems": PROBLEMS, "samples": 4}
-    (folder / "results.json").write_text(json.dumps({"tasks": tasks, "train_status": status}))
+    extra = {"mechanism": mechanism} if mechanism else {}
+    (folder / "results.json").write_text(json.dumps({"tasks": tasks, "train_status": status} | extra))
 
 
 def write_grid(out: Path) -> Path:
@@ -118,7 +134,8 @@ def write_grid(out: Path) -> Path:
         (train / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
         if not diverged:
             scores = {task: curve[-1] * (1.0 if task == cell.task else 0.7) for task in cell.eval_tasks}
-            _write_eval(root / "cells" / cell.id / "eval", scores, rng, status)
+            mechanism = _mechanism(cell.kl, cell.beta, cell.task, curve, rng)
+            _write_eval(root / "cells" / cell.id / "eval", scores, rng, status, mechanism)
     for model in {cell.model for cell in cells.values()}:
         tasks = dict.fromkeys(task for cell in cells.values() for task in cell.eval_tasks)
         _write_eval(root / "base" / model / "eval", {task: 0.3 for task in tasks}, np.random.default_rng(0), None)

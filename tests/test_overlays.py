@@ -31,6 +31,8 @@ SCALE_KEYS = (
     "evaluation.batch_size",
     "evaluation.backend",
     "evaluation.limit",
+    "evaluation.mechanism_prompts",
+    "evaluation.mechanism_samples",
     "train.generation_backend",
     "train.max_new_tokens",
     "train.eval_size",

@@ -311,6 +311,26 @@ def test_multi_gpu_cells_train_under_torchrun(paper_dry_run, ci_dry_run):
 
 
 @pytest.mark.slow
+def test_each_cells_evaluation_measures_its_kl_against_its_base_and_a_bases_does_not(ci_dry_run):
+    """Each cell's evaluate job gets its base model (the folder evaluate_base reads), β, training
+    task and decoding, and the config's measurement size; a base model's job none of them."""
+    config = load_config("test")
+    base = f"results/bases/tiny-{recipe_hash('tiny', config['models']['tiny']['pretrain'])}/model"
+    commands = [" ".join(line.split()) for line in ci_dry_run.stdout.splitlines() if " klrl evaluate " in line]
+    cells = expand_grid(config)
+    for cell in cells.values():
+        (command,) = [line for line in commands if f"--out results/ci-test/cells/{cell.id}/eval/" in line]
+        expected = f"--reference {base} --beta {cell.beta!r} --mechanism-task {cell.task} --mechanism-temperature"
+        assert expected in command
+        assert (
+            f"--mechanism-max-new-tokens {cell.train['max_new_tokens']} --mechanism-prompts 8 --mechanism-samples 2"
+            in command
+        )
+    (base_command,) = [line for line in commands if "--out results/ci-test/base/tiny/" in line]
+    assert f"--model {base} " in base_command and "--reference" not in base_command and "--beta" not in base_command
+
+
+@pytest.mark.slow
 def test_a_base_is_built_once_per_recipe_and_read_by_every_config_with_it(ci_dry_run, tmp_path):
     """The tiny base of .test/config/test.yaml goes to results/bases/tiny-<hash>/ (its dry run
     on a fresh copy); once it is there, another config with the same recipe (spelled otherwise)

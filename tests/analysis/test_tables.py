@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from klrl.analysis.tables import aggregate
+from klrl.analysis.tables import CELL_TAGS, aggregate
+from klrl.evaluation.results_files import MECHANISM_KEYS
 from klrl.grid.expansion import parse_cell_id
 
 from conftest import write_cell_settings
@@ -19,6 +20,13 @@ PROBLEMS = [f"arith-test-{i:05d}" for i in range(6)]
 K1R_S0 = {"arith": [1.0, 0.75, 0.5, 1.0, 0.25, 1.0], "arith-long": [0.5, 0.5, 0.0, 0.25, 0.0, 0.5]}
 K1R_S1 = {"arith": [0.75, 0.75, 0.5, 1.0, 0.5, 0.75], "arith-long": [0.25, 0.5, 0.25, 0.25, 0.0, 0.25]}
 BASE = {"arith": [0.5, 0.5, 0.25, 0.75, 0.0, 0.5], "arith-long": [0.25, 0.25, 0.0, 0.0, 0.0, 0.25]}
+# the KL measurement of the first cell's evaluation (klrl.evaluation.mechanism); the others have none
+MECHANISM = dict(
+    zip(
+        MECHANISM_KEYS,
+        ["arith", 6, 4, 0.1, 0.8, 0.1, 1.5, 0.2, 3.0, 0.3, 0.75, 0.05, 0.67, 0.06, 2.5],
+    )
+)
 CELLS = [
     "tiny__k1-reward__b0.1__on__s0",
     "tiny__k1-reward__b0.1__on__s1",
@@ -27,17 +35,20 @@ CELLS = [
 ]
 
 
-def _write_eval(folder: Path, per_task: dict, train_status: dict | None) -> None:
+def _write_eval(folder: Path, per_task: dict, train_status: dict | None, mechanism: dict | None = None) -> None:
     (folder / "samples").mkdir(parents=True)
     tasks = {}
     for task, values in per_task.items():
         lines = [json.dumps({"id": pid, "pass@1": value}) for pid, value in zip(PROBLEMS, values)]
         (folder / "samples" / f"{task}.jsonl").write_text("\n".join(lines) + "\n")
         tasks[task] = {"pass@1": float(np.mean(values)), "stderr": 0.1, "problems": 6, "samples": 4}
-    (folder / "results.json").write_text(json.dumps({"tasks": tasks, "train_status": train_status}))
+    extra = {"mechanism": mechanism} if mechanism else {}
+    (folder / "results.json").write_text(json.dumps({"tasks": tasks, "train_status": train_status} | extra))
 
 
-def _write_cell(root: Path, cell: str, status: str, curve: list[float], per_task: dict | None) -> None:
+def _write_cell(
+    root: Path, cell: str, status: str, curve: list[float], per_task: dict | None, mechanism: dict | None = None
+) -> None:
     tags = parse_cell_id(cell)
     train = write_cell_settings(root, cell, kl=tags["kl"], beta=tags["beta"], seed=tags["seed"]).parent
     (train / "status.json").write_text(json.dumps({"status": status, "step": 10 * (len(curve) - 1), "reason": ""}))
@@ -52,14 +63,14 @@ def _write_cell(root: Path, cell: str, status: str, curve: list[float], per_task
     ]
     (train / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     if per_task is not None:
-        _write_eval(root / "cells" / cell / "eval", per_task, {"status": status})
+        _write_eval(root / "cells" / cell / "eval", per_task, {"status": status}, mechanism)
 
 
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory) -> Path:
     """Two completed seeds of K1-in-reward, one diverged K3-in-reward cell (not evaluated), one missing cell."""
     root = tmp_path_factory.mktemp("synthetic") / "results"
-    _write_cell(root, CELLS[0], "completed", [0.4, 0.6, 0.7, 0.72], K1R_S0)
+    _write_cell(root, CELLS[0], "completed", [0.4, 0.6, 0.7, 0.72], K1R_S0, MECHANISM)
     _write_cell(root, CELLS[1], "completed", [0.4, 0.55, 0.65, 0.7], K1R_S1)
     _write_cell(root, CELLS[2], "diverged", [0.4, 0.2, 0.05], None)
     (root / "cells" / CELLS[2] / "eval").mkdir()
@@ -126,6 +137,16 @@ def test_every_table_has_csv_markdown_and_latex(synthetic):
     table2 = pd.read_csv(synthetic / "tables" / "table2.csv")
     assert {"verl", "openrlhf", "trl", "skyrl"} <= set(table2.columns)
     assert "k1-reward" in set(table2["kl"])
+
+
+def test_the_mechanism_table_has_a_row_per_measured_cell_with_its_tags(synthetic):
+    """Only the first cell's evaluation measured its KL; the diverged, the unmeasured and the
+    missing cells have no row."""
+    table = pd.read_csv(synthetic / "tables" / "mechanism.csv")
+    assert list(table.columns) == ["cell", *CELL_TAGS, *(key for key in MECHANISM_KEYS if key != "beta")]
+    (row,) = table.to_dict("records")
+    tags = {"model": "tiny", "kl": "k1-reward", "beta": 0.1, "policy": "on", "lag": 0, "seed": 0}
+    assert row == {"cell": CELLS[0]} | tags | MECHANISM
 
 
 @pytest.fixture(scope="module")

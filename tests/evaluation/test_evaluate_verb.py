@@ -10,6 +10,7 @@ import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from klrl.evaluation.harness import Decoding, evaluate
+from klrl.evaluation.results_files import MECHANISM_KEYS
 from klrl.grading.rewards import arithmetic_reward
 from klrl.tasks.data import prepare, read_split
 
@@ -31,6 +32,16 @@ def test_evaluate_command_writes_scores_and_per_sample_logs(tiny_base, eval_data
         "6",
         "--threads",
         "1",
+    ]
+    command += [
+        "--reference",
+        str(tiny_base),
+        "--beta",
+        "0.25",
+        "--mechanism-task",
+        "arith",
+        "--mechanism-prompts",
+        "5",
     ]
     result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -64,6 +75,11 @@ def test_evaluate_command_writes_scores_and_per_sample_logs(tiny_base, eval_data
     assert summary["timing_s"]["overhead"] == pytest.approx(
         summary["timing_s"]["total"] - summary["timing_s"]["generation"]
     )
+    mechanism = summary["mechanism"]  # the model against itself: no divergence, exactly
+    assert list(mechanism) == list(MECHANISM_KEYS)
+    assert (mechanism["task"], mechanism["prompts"], mechanism["samples"], mechanism["beta"]) == ("arith", 5, 4, 0.25)
+    assert mechanism["kl_reverse"] == mechanism["kl_forward"] == mechanism["kl_reverse_se"] == 0
+    assert mechanism["objective"] == mechanism["reward"] and mechanism["entropy"] > 0 and mechanism["seconds"] > 0
 
 
 def test_a_malformed_dataset_row_is_named_before_any_model_loads(tiny_base, eval_data, tmp_path):
@@ -77,7 +93,7 @@ def test_a_malformed_dataset_row_is_named_before_any_model_loads(tiny_base, eval
 
 
 @pytest.mark.slow
-def test_scores_and_files_reach_the_cells_mlflow_run(tiny_base, eval_data, tmp_path, monkeypatch):
+def test_scores_and_files_reach_the_cells_mlflow_run(tiny_base, talkative_base, eval_data, tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
 
     from klrl.verbs.evaluate import add_arguments, run
@@ -92,11 +108,18 @@ def test_scores_and_files_reach_the_cells_mlflow_run(tiny_base, eval_data, tmp_p
     add_arguments(parser)  # the verb's own parser: its defaults for every option not given here
     args = parser.parse_args(
         ["--model", str(tiny_base), "--tasks", "arith", "--data-dir", str(eval_data), "--out", str(out), "--samples", "2",
-         "--max-new-tokens", "4", "--mlflow-run-id", mlflow_run.info.run_id]
+         "--max-new-tokens", "4", "--mlflow-run-id", mlflow_run.info.run_id, "--reference", str(talkative_base),
+         "--beta", "0.5", "--mechanism-task", "arith-long", "--mechanism-prompts", "3", "--mechanism-samples", "2"]
     )  # fmt: skip
     run(args)
     metrics = client.get_run(mlflow_run.info.run_id).data.metrics
-    assert metrics["final_eval/arith/pass_at_1"] == json.loads(out.read_text())["tasks"]["arith"]["pass@1"]
+    summary = json.loads(out.read_text())
+    assert metrics["final_eval/arith/pass_at_1"] == summary["tasks"]["arith"]["pass@1"]
+    mechanism = summary["mechanism"]
+    assert mechanism["task"] == "arith-long" and mechanism["kl_reverse"] > 0 and mechanism["kl_forward"] > 0
+    assert {key: metrics[f"mechanism/{key}"] for key in MECHANISM_KEYS if key != "task"} == pytest.approx(
+        {key: value for key, value in mechanism.items() if key != "task"}, rel=1e-12
+    )
     artifacts = {a.path for a in client.list_artifacts(mlflow_run.info.run_id, "eval")}
     assert artifacts == {"eval/results.json", "eval/samples"}
 
@@ -116,3 +139,16 @@ def test_a_cell_that_diverged_to_nan_weights_is_recorded_not_evaluated(tiny_base
     assert summary["tasks"] == {}
     assert summary["train_status"]["status"] == "diverged"
     assert summary["skipped"] == "non-finite weights"
+
+
+def test_the_kl_measurement_needs_its_reference_beta_and_task_together(tiny_base, eval_data, tmp_path):
+    from klrl.verbs.evaluate import add_arguments, run
+
+    parser = ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(
+        ["--model", str(tiny_base), "--tasks", "arith", "--data-dir", str(eval_data), "--out",
+         str(tmp_path / "results.json"), "--reference", str(tiny_base), "--mechanism-task", "arith"]
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=r"^--reference, --beta and --mechanism-task go together"):
+        run(args)

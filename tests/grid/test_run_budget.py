@@ -48,3 +48,15 @@ def test_a_built_model_or_no_gpus_a_node_is_one_line(capsys):
     )
     assert klrl(["budget", "--config", "config/paper.yaml", "--gpus-per-node", "0"]) == 2
     assert "--gpus-per-node 0 must be at least 1" in capsys.readouterr().err
+
+
+def test_the_kl_measurement_of_a_qwen_7b_cell_counted_by_hand():
+    """config/paper.yaml: 64 prompts × 4 samples from each model, decoded 8 prompts a batch to 4,096
+    tokens; every sequence generated once and scored by both models."""
+    from klrl.grid.run_budget import mechanism_seconds
+
+    flops = 3 * 2 * PARAMS * 512 * 1_330  # generation and two scoring forwards, 512 sequences of 330 + 1,000 tokens
+    decoding = 2 * 8 * 4_096 * 4 * PARAMS / 3.35e12  # 8 batches from each model, float32 weights read each step
+    seconds = flops / (989e12 * 0.4) + decoding
+    assert mechanism_seconds(PARAMS, 64, 4, 8, 4_096) == pytest.approx(seconds, rel=1e-12)
+    assert round(seconds) == 675

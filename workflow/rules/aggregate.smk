@@ -21,6 +21,7 @@ rule aggregate:
         report(str(LAYOUT.tables("scores.csv")), caption="../report/scores.rst", category="Tables"),
         str(LAYOUT.tables("claims.csv")),
         str(LAYOUT.tables("curves.csv")),
+        str(LAYOUT.tables("mechanism.csv")),
         str(LAYOUT.tables("toy_bias.csv")),
     params:
         root=LAYOUT.root,

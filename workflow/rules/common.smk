@@ -117,6 +117,21 @@ def evaluation_options():
     return " ".join(options + ["--greedy"] * bool(EVALUATION.get("greedy")))
 
 
+def mechanism_options(cell):
+    """`klrl evaluate` options that measure the KL a cell attains (klrl.evaluation.mechanism): its
+    base model as the reference (as rule evaluate_base reads it), its β, training task and decoding,
+    and the measurement's size where the config's evaluation section sets it."""
+    base = get_base_model(cell.model, config.get("models"))
+    flags = [f"--reference {shlex.quote(model_path(cell.model, config))}"]
+    flags += [f"--reference-revision {shlex.quote(base.revision)}"] if base.revision else []
+    flags += [f"--beta {cell.beta!r}", f"--mechanism-task {cell.task}"]
+    flags += [f"--mechanism-temperature {cell.train['temperature']!r}"]
+    flags += [f"--mechanism-max-new-tokens {cell.train['max_new_tokens']}"]
+    sizes = {"mechanism_prompts": "--mechanism-prompts", "mechanism_samples": "--mechanism-samples"}
+    flags += [f"{flag} {EVALUATION[key]}" for key, flag in sizes.items() if key in EVALUATION]
+    return " ".join(flags)
+
+
 def device(model):
     return "cuda" if job_resources(config, model)["gpus"] else "cpu"
 

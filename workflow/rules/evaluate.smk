@@ -1,13 +1,15 @@
 # Evaluation through lm-evaluation-harness: each cell's final model on its evaluation tasks,
 # and each base model once on every task its cells are evaluated on. Both run one command
 # (EVALUATE); a cell's job also hands over its training status, so that a diverged cell is
-# recorded as such, not evaluated.
+# recorded as such, not evaluated, and its base model, β, training task and decoding, so that
+# the KL its final model attains is measured (klrl.evaluation.mechanism; not of a base model).
 
 EVALUATE = """
 {params.lease} python -m klrl evaluate \
     --model {params.model} \
     {params.model_options} \
     {params.train_status} \
+    {params.mechanism} \
     --tasks {params.tasks} \
     --data-dir {params.data} \
     --out {output} \
@@ -23,7 +25,10 @@ EVALUATE = """
 rule evaluate:
     input:
         status=str(LAYOUT.status("{cell}")),
-        data=lambda wildcards: data_inputs(CELLS[wildcards.cell].eval_tasks),
+        base=lambda wildcards: base_model_input(CELLS[wildcards.cell].model),
+        data=lambda wildcards: data_inputs(
+            dict.fromkeys([*CELLS[wildcards.cell].eval_tasks, CELLS[wildcards.cell].task])
+        ),
         runs=ancient(RUNS),
     output:
         str(LAYOUT.cell_eval("{cell}")),
@@ -35,6 +40,7 @@ rule evaluate:
         model_options=lambda wildcards: model_options(CELLS[wildcards.cell].model, revision=False),
         device=lambda wildcards: device(CELLS[wildcards.cell].model),
         train_status=lambda wildcards, input: f"--train-status {input.status}",
+        mechanism=lambda wildcards: mechanism_options(CELLS[wildcards.cell]),
         key=lambda wildcards: wildcards.cell,
         lease=lambda wildcards: lease_prefix(eval_job_resources(config, CELLS[wildcards.cell].model)["gpus"]),
     threads: lambda wildcards: eval_job_resources(config, CELLS[wildcards.cell].model)["threads"]
@@ -67,6 +73,7 @@ rule evaluate_base:
         options=evaluation_options(),
         device=lambda wildcards: device(wildcards.model),
         train_status="",
+        mechanism="",
         key=lambda wildcards: f"base/{wildcards.model}",
         lease=lambda wildcards: lease_prefix(eval_job_resources(config, wildcards.model)["gpus"]),
     threads: lambda wildcards: eval_job_resources(config, wildcards.model)["threads"]

@@ -21,7 +21,10 @@ rule figure:
     input:
         script="paper_figures/{figure}.py",
         helpers=expand("paper_figures/helpers/{helper}.py", helper=FIGURE_HELPERS),
-        tables=[str(LAYOUT.tables(name)) for name in ("main.csv", "curves.csv", "scores.csv", "toy_bias.csv")],
+        tables=[
+            str(LAYOUT.tables(name))
+            for name in ("main.csv", "curves.csv", "scores.csv", "mechanism.csv", "toy_bias.csv")
+        ],
     output:
         report(str(LAYOUT.figures("{figure}.png")), caption="../report/figures.rst", category="Figures"),
         str(LAYOUT.figures("{figure}.pdf")),

@@ -32,6 +32,8 @@ train/metrics.jsonl and eval/results.json + eval/samples/, each base model's eva
                     cell's final policy attains: one row per claim, its declared size, p-values
                     raw and adjusted in the family of claims, verdict and reason
   mechanism_rows    their descriptive rows: per claim and β (or β step), the estimate and its 95% interval
+  mechanism.csv     per measured cell: the KL(π‖πref) and KL(πref‖π) its final policy attains, its
+                    entropy, reward and objective reward − β·KL (klrl.analysis.mechanism_table)
   provenance.csv    per commit the cells trained at: how many, first and last finishing date
                     (klrl.core.provenance)
   plan.json         the run's plan (klrl.analysis.preregistration) as the analysis ran it, its hash, the plans the
@@ -51,6 +53,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from klrl.analysis.mechanism_table import MEASURED, mechanism_cell_rows
 from klrl.analysis.outcomes import LABELS, classify
 from klrl.analysis.preregistration import analysis_record
 from klrl.core.provenance import PROVENANCE_COLUMNS, commit_rows
@@ -336,6 +339,7 @@ def aggregate(cells: list[str], out: Path, root: Path, scale: str = "toy") -> di
     tables["claims"] = pd.DataFrame(claims, columns=CLAIM_COLUMNS)
     tables["claim_rows"] = pd.DataFrame(claim_row_records, columns=CLAIM_ROW_COLUMNS)
     tables["variance"] = pd.DataFrame(variance_rows(results), columns=VARIANCE_COLUMNS)
+    tables["mechanism"] = pd.DataFrame(mechanism_cell_rows(results), columns=["cell", *CELL_TAGS, *MEASURED])
     mechanism_rows, mechanism_claims = mechanism_tables(results)
     tables["mechanism_rows"] = pd.DataFrame(mechanism_rows, columns=MECHANISM_ROW_COLUMNS)
     tables["mechanism_claims"] = pd.DataFrame(mechanism_claims, columns=MECHANISM_CLAIM_COLUMNS)
@@ -351,6 +355,7 @@ def aggregate(cells: list[str], out: Path, root: Path, scale: str = "toy") -> di
         "claims": ("csv", "md"),
         "claim_rows": ("csv", "md"),
         "variance": ("csv", "md"),
+        "mechanism": ("csv",),
         "mechanism_rows": ("csv", "md"),
         "mechanism_claims": ("csv", "md"),
         "provenance": ("csv",),

@@ -32,6 +32,8 @@ TEMPLATE = (
 BACKENDS = ("hf", "vllm")
 BATCH_SIZE = 64  # prompts per generation batch (hf backend; vLLM schedules its own)
 VLLM_MEMORY_FRACTION = 0.85  # of the GPU's memory (of RAM on vLLM's CPU build)
+MECHANISM_PROMPTS = 64  # held-out prompts of a cell's KL measurement (klrl.evaluation.mechanism)
+MECHANISM_SAMPLES = 4  # its completions per prompt, from the policy and from the reference each
 
 
 def lm_eval_task_name(task: str) -> str:
@@ -79,6 +81,8 @@ CONFIG_DEFAULTS = {
     "greedy": Decoding.greedy,
     "batch_size": BATCH_SIZE,
     "backend": BACKENDS[0],
+    "mechanism_prompts": MECHANISM_PROMPTS,
+    "mechanism_samples": MECHANISM_SAMPLES,
 }
 
 

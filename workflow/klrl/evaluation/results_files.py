@@ -1,7 +1,7 @@
 """What `klrl evaluate` makes of lm-eval's results: each task's pass@1 and standard error, one
 record per problem, the samples files and results.json (written last: its presence means the
-evaluation is complete); and the checks made before any generation (the data's rows and files,
-a diverged cell's non-finite weights)."""
+evaluation is complete), with the keys of its "mechanism" (klrl.evaluation.mechanism); and the
+checks made before any generation (the data's rows and files, a diverged cell's non-finite weights)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,23 @@ from klrl.evaluation.harness import check_model, lm_eval_task_name
 from klrl.tasks.data import RowLimits, read_manifest, read_split
 
 FILTER = "all-samples"  # the filter_list name in lm_eval_tasks/_template_yaml
+MECHANISM_KEYS = (
+    "task",
+    "prompts",
+    "samples",
+    "beta",
+    "kl_reverse",
+    "kl_reverse_se",
+    "kl_forward",
+    "kl_forward_se",
+    "entropy",
+    "entropy_se",
+    "reward",
+    "reward_se",
+    "objective",
+    "objective_se",
+    "seconds",
+)  # results.json's "mechanism", in order (klrl.evaluation.mechanism)
 
 
 def task_scores(results: dict, task: str) -> dict:

@@ -5,6 +5,8 @@ will be downloaded.
 The memory and checkpoint formulas of one cell are in `cell_footprint` alone; the time of a step
 is its FLOPs (`step_flops`, docs/paper-scale.md's count) at an assumed utilisation of the GPUs'
 peak, plus an assumed rollout time. Every assumption is a constant below, stated in the output.
+The evaluation jobs' GPU-hours are their runtimes (an upper bound) and, within them, the KL
+measurement of each cell's final policy (`mechanism_seconds`).
 An off-policy cell holds the policy (float32 master weights), the frozen reference, AdamW's two
 moments and a queue of at most lag + 1 rollouts, no stale weights; its checkpoint is the policy,
 the two moments and that queue.
@@ -19,6 +21,7 @@ UTILISATION = 0.4  # the share of that peak a training step reaches (assumed)
 PROMPT_TOKENS = 330  # mean tokens of a prompt with its instruction and chat template (assumed)
 COMPLETION_TOKENS = 1000  # mean tokens of a completion, at most max_new_tokens (assumed)
 GENERATION_SECONDS = 120  # wall time of a step's rollouts: the longest completion sets it (assumed)
+MEMORY_BANDWIDTH = 3.35e12  # bytes/s: an H100 SXM's; a decoding step reads every weight once
 ROLLOUT_BYTES_PER_TOKEN = 24  # a queued token: its id and mask (int64), log μ and the engine's log-prob (float32)
 GB = 1e9
 
@@ -68,6 +71,19 @@ def step_flops(params: int, samples: int, tokens: int, off_policy: bool) -> floa
     return (12 + 2 * off_policy) * params * samples * tokens
 
 
+def mechanism_seconds(params: int, prompts: int, samples: int, batch_size: int, max_new_tokens: int) -> float:
+    """GPU seconds of one cell's KL measurement (klrl.evaluation.mechanism): `samples` completions
+    of each of `prompts` prompts from the policy and as many from the reference, decoded in batches
+    of `batch_size` prompts, each step of a batch's longest completion (max_new_tokens) reading the
+    float32 weights once at MEMORY_BANDWIDTH; then every sequence scored by both models. FLOPs:
+    2N a token for generation and 2N for each model's scoring forward, at UTILISATION of the peak."""
+    sequences = 2 * prompts * samples
+    tokens = PROMPT_TOKENS + min(COMPLETION_TOKENS, max_new_tokens)
+    flops = 3 * 2 * params * sequences * tokens
+    decoding = 2 * -(-prompts // batch_size) * max_new_tokens * 4 * params / MEMORY_BANDWIDTH
+    return flops / (PEAK_FLOPS * UTILISATION) + decoding
+
+
 @dataclass
 class Row:
     model: str
@@ -81,12 +97,20 @@ class Row:
 def grid_budget(config: dict, gpus_per_node: int) -> dict:
     """The budget of `config`'s grid: rows (one per model and policy mode), evaluation jobs,
     downloads and totals."""
+    from klrl.evaluation.harness import BATCH_SIZE, MECHANISM_PROMPTS, MECHANISM_SAMPLES
     from klrl.grid.expansion import base_eval_tasks, eval_job_resources, expand_grid, job_resources, used_tasks
     from klrl.models import get_base_model
     from klrl.models.hub_sizes import hub_size
     from klrl.tasks import get_task
 
     cells = expand_grid(config)
+    evaluation = config["evaluation"]
+    measurement = (
+        evaluation.get("mechanism_prompts", MECHANISM_PROMPTS),
+        evaluation.get("mechanism_samples", MECHANISM_SAMPLES),
+        evaluation.get("batch_size", BATCH_SIZE),
+    )
+    mechanism_hours = 0.0
     rows: dict[tuple, Row] = {}
     models = {}
     for cell in cells.values():
@@ -105,6 +129,7 @@ def grid_budget(config: dict, gpus_per_node: int) -> dict:
         )
         row.gpu_hours += train["steps"] * (seconds + GENERATION_SECONDS) * max(1, gpus) / 3600
         row.cells += 1
+        mechanism_hours += mechanism_seconds(size.params, *measurement, train["max_new_tokens"]) / 3600
         longest = train.get("vllm_max_model_len") or PROMPT_TOKENS + train["max_new_tokens"]
         queued = (lag + 1) * samples if cell.policy == "off" else 0
         engine = train.get("generation_backend") == "vllm"
@@ -129,6 +154,7 @@ def grid_budget(config: dict, gpus_per_node: int) -> dict:
         "cells": len(cells),
         "gpu_hours": sum(row.gpu_hours for row in rows.values()),
         "evaluations": evaluations,
+        "mechanism": {"gpu_hours": mechanism_hours, "prompts": measurement[0], "samples": measurement[1]},
         "models": models,
         "datasets": list(dict.fromkeys(datasets)),
         "disk": {"finals": finals, "checkpoints": running, "downloads": downloads},
@@ -160,13 +186,16 @@ def budget_lines(budget: dict, command: str) -> list[str]:
             f"| {row.model} | {row.policy} | {row.cells} | {row.gpus} | {row.gpu_hours:,.0f} | {_gb(foot.host_per_node)}"
             f" | {_gb(foot.gpu_per_device)} | {_gb(foot.checkpoint)} | {_gb(foot.running_disk)} | {_gb(foot.final)} |"
         )
-    hours, disk = budget["gpu_hours"], budget["disk"]
+    hours, disk, mechanism = budget["gpu_hours"], budget["disk"], budget["mechanism"]
     evaluation_hours = sum(resources["runtime"] / 60 * resources["gpus"] for _, resources in budget["evaluations"])
     lines += [
         "",
         f"The grid: {budget['cells']} cells, {hours:,.0f} GPU-hours of training ({hours / node / 24:,.1f} days on"
         f" one node), {len(budget['evaluations'])} evaluation jobs of one GPU (at most {evaluation_hours:,.0f}"
-        f" GPU-hours: their runtime), at most {_gb(budget['host_per_node'])} of host memory on a node at once."
+        f" GPU-hours: their runtime), of which the KL measurement of each cell's final policy takes"
+        f" {mechanism['gpu_hours']:,.1f} GPU-hours ({mechanism['prompts']} prompts × {mechanism['samples']} samples"
+        f" from the policy and from the reference, scored by both; decoding at {MEMORY_BANDWIDTH / 1e12:.2f} TB/s"
+        f" of float32 weights), at most {_gb(budget['host_per_node'])} of host memory on a node at once."
         f" Disk: {_gb(disk['finals'])} of final models, {_gb(disk['checkpoints'])} of"
         f" checkpoints of the cells running at once, {_gb(disk['downloads'])} of downloaded models:"
         f" {_gb(sum(disk.values()))} in all.",

@@ -2,7 +2,9 @@
 
 `completion_logits` runs a model over prompt + completion and returns the logits that
 predict each completion token (each distinct prompt computed once); `token_logp` picks the
-sampled tokens' log-probs from them.
+sampled tokens' log-probs from them; `token_divergences` and `prefix_sums` give the exact
+per-prefix KLs and entropy that the trainer logs (`distribution_stats`) and the final
+evaluation measures (klrl.evaluation.mechanism).
 Logits are divided by the sampling temperature, so the log-probs are those of the
 distribution the tokens were drawn from (top-p truncation aside).
 """
@@ -60,29 +62,46 @@ def token_logp(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     return torch.log_softmax(logits, dim=-1).gather(-1, tokens[..., None]).squeeze(-1)
 
 
+def token_divergences(logits: torch.Tensor, other_logits: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Exact per-position KL(p‖q), KL(q‖p) and entropy H(p), where p = softmax(logits) and q =
+    softmax(other_logits), from the full softmax: (B, L) each, no gradient."""
+    log_p = torch.log_softmax(logits.detach(), dim=-1)
+    log_q = torch.log_softmax(other_logits.detach(), dim=-1)
+    p, q = log_p.exp(), log_q.exp()
+    return {
+        "kl_pq": (p * (log_p - log_q)).sum(-1),
+        "kl_qp": (q * (log_q - log_p)).sum(-1),
+        "entropy_p": -(p * log_p).sum(-1),
+    }
+
+
+def prefix_sums(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per sequence, the sum of per-position values over its completion tokens: (B,)."""
+    return (values * mask.float()).sum(-1)
+
+
 def distribution_stats(policy_logits: torch.Tensor, ref_logits: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
     """Exact per-token reverse KL(πθ‖πref), forward KL(πref‖πθ) and entropy of πθ, from the
-    full softmax at every sampled prefix: token means and per-sequence sums (batch means).
+    full softmax at every sampled prefix (`token_divergences`): token means and per-sequence
+    sums (`prefix_sums`, batch means).
 
     The prefixes are sampled from πθ. Summed over a sequence, the reverse KL is an unbiased
     estimate of the sequence-level KL(πθ‖πref) (chain rule); the forward one is NOT the
-    sequence-level KL(πref‖πθ), which would need prefixes from πref: it is named
-    `forward_kl_policy_prefixes` for what it is, Σ_t KL(πref‖πθ)(·|y<t) with y ~ πθ."""
-    log_pi = torch.log_softmax(policy_logits.detach(), dim=-1)
-    log_ref = torch.log_softmax(ref_logits.detach(), dim=-1)
-    pi, ref = log_pi.exp(), log_ref.exp()
+    sequence-level KL(πref‖πθ), which would need prefixes from πref (klrl.evaluation.mechanism
+    samples them): it is named `forward_kl_policy_prefixes` for what it is, Σ_t KL(πref‖πθ)(·|y<t)
+    with y ~ πθ."""
+    divergences = token_divergences(policy_logits, ref_logits)
     per_token = {
-        "reverse_kl": (pi * (log_pi - log_ref)).sum(-1),
-        "forward_kl_policy_prefixes": (ref * (log_ref - log_pi)).sum(-1),
-        "entropy": -(pi * log_pi).sum(-1),
+        "reverse_kl": divergences["kl_pq"],
+        "forward_kl_policy_prefixes": divergences["kl_qp"],
+        "entropy": divergences["entropy_p"],
     }
-    mask = mask.float()
-    n_tokens = mask.sum().clamp(min=1)
+    n_tokens = mask.float().sum().clamp(min=1)
     stats = {}
     for name, values in per_token.items():
-        masked = values * mask
-        stats[f"exact/{name}_token"] = (masked.sum() / n_tokens).item()
-        stats[f"exact/{name}_seq"] = masked.sum(-1).mean().item()
+        sums = prefix_sums(values, mask)
+        stats[f"exact/{name}_token"] = (sums.sum() / n_tokens).item()
+        stats[f"exact/{name}_seq"] = sums.mean().item()
     return stats
 
 

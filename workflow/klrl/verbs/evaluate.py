@@ -17,6 +17,12 @@ not evaluated (results.json then says so, with no scores). With an MLflow
 run id, the scores go to that run as metrics `final_eval/<task>/pass@1` (and `_stderr`; the
 trainer's periodic held-out score is `periodic_eval/pass@1`) and both
 files as artifacts under `eval/`.
+
+Given the base model as `--reference`, the cell's `--beta` and its training task and decoding
+(`--mechanism-task`, `--mechanism-temperature`, `--mechanism-max-new-tokens`), it first measures
+the KL the model attains (klrl.evaluation.mechanism): results.json's "mechanism", and the MLflow
+metrics `mechanism/<key>` of its numbers. It runs before lm-eval, so that its two models have
+left the GPU when lm-eval's backend loads.
 """
 
 from __future__ import annotations
@@ -30,8 +36,16 @@ HELP = "evaluate a model on tasks through lm-evaluation-harness (pass@1)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from klrl.evaluation.harness import BACKENDS, BATCH_SIZE, VLLM_MEMORY_FRACTION, Decoding
+    from klrl.evaluation.harness import (
+        BACKENDS,
+        BATCH_SIZE,
+        MECHANISM_PROMPTS,
+        MECHANISM_SAMPLES,
+        VLLM_MEMORY_FRACTION,
+        Decoding,
+    )
     from klrl.tasks import TASKS
+    from klrl.training.config import TrainConfig
     from klrl.tasks.data import MAX_ANSWER_CHARS, MAX_PROMPT_TOKENS
     from klrl.tracking.attempt_runs import add_tracking_arguments
 
@@ -77,6 +91,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-answer-chars", type=int, default=MAX_ANSWER_CHARS, help="longest reference answer accepted"
     )
     parser.add_argument("--train-status", type=Path, help="the cell's train/status.json, recorded beside the scores")
+    mechanism = parser.add_argument_group("KL measurement (klrl.evaluation.mechanism; all of the first three, or none)")
+    mechanism.add_argument("--reference", help="the cell's reference model πref (the base): folder or Hub id")
+    mechanism.add_argument("--reference-revision", help="Hub revision of --reference")
+    mechanism.add_argument("--beta", type=float, help="the cell's β, of the objective reward − β·KL(π‖πref)")
+    mechanism.add_argument(
+        "--mechanism-task", choices=sorted(TASKS), metavar="TASK", help="the cell's training task (its test split)"
+    )
+    mechanism.add_argument(
+        "--mechanism-prompts", type=int, default=MECHANISM_PROMPTS, help="the first N problems of the test split"
+    )
+    mechanism.add_argument(
+        "--mechanism-samples", type=int, default=MECHANISM_SAMPLES, help="completions per prompt from each model"
+    )
+    mechanism.add_argument(
+        "--mechanism-temperature", type=float, default=TrainConfig.temperature, help="the training temperature"
+    )
+    mechanism.add_argument(
+        "--mechanism-max-new-tokens", type=int, default=TrainConfig.max_new_tokens, help="the training length limit"
+    )
     add_tracking_arguments(parser)
 
 
@@ -105,11 +138,15 @@ def _run(args: argparse.Namespace) -> None:
         )
         print(f"{args.out}: not evaluated, the cell diverged to non-finite weights ({train_status['reason']})")
         return
+    given = [args.reference is not None, args.beta is not None, args.mechanism_task is not None]
+    if any(given) and not all(given):
+        raise ValueError("--reference, --beta and --mechanism-task go together (the KL measurement needs all three)")
     if args.threads:
         torch.set_num_threads(args.threads)
     check_data(args.model, args.tasks, args.data_dir, RowLimits(args.max_prompt_tokens, args.max_answer_chars))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     grading_counts()  # from here on: this evaluation's
+    mechanism = _measure_mechanism(args) if args.reference is not None else None
     samples = 1 if args.greedy else args.samples
     decoding = Decoding(samples, args.greedy, args.temperature, args.top_p, args.max_new_tokens)
     results, timing = evaluate(
@@ -134,7 +171,7 @@ def _run(args: argparse.Namespace) -> None:
         "decoding": vars(decoding) | {"chat_template": True},
         "timing_s": timing,
         "grading": grading_counts(),
-    }
+    } | ({"mechanism": mechanism} if mechanism else {})
     summary = write_outputs(args.out, results, args.tasks, args.data_dir, record)
     tracker = tracker_from_args(args, cell_folder=args.train_status.parent if args.train_status else None)
     metrics = {}
@@ -142,6 +179,9 @@ def _run(args: argparse.Namespace) -> None:
         metrics[f"final_eval/{task}/pass@1"] = score["pass@1"]
         if score["stderr"] is not None:
             metrics[f"final_eval/{task}/pass@1_stderr"] = score["stderr"]
+    for key, value in (mechanism or {}).items():
+        if isinstance(value, (int, float)):
+            metrics[f"mechanism/{key}"] = value
     tracker.log_metrics(metrics, step=0)
     tracker.log_artifact(args.out, "eval")
     tracker.log_artifact(args.out.parent / SAMPLES, "eval")
@@ -152,3 +192,30 @@ def _run(args: argparse.Namespace) -> None:
             f"{task}: pass@1 {score['pass@1']:.3f} ± {score['stderr'] or 0:.3f} ({score['problems']} problems × {samples})"
         )
     print(f"{args.out}: generation {timing['generation']:.1f} s, overhead {timing['overhead']:.1f} s")
+    if mechanism:
+        print(
+            f"{mechanism['task']}: KL(π‖πref) {mechanism['kl_reverse']:.4f}, KL(πref‖π) {mechanism['kl_forward']:.4f},"
+            f" reward {mechanism['reward']:.3f}, J_β {mechanism['objective']:.4f} at β {mechanism['beta']:g}"
+            f" ({mechanism['prompts']} prompts × {mechanism['samples']}, {mechanism['seconds']:.1f} s)"
+        )
+
+
+def _measure_mechanism(args: argparse.Namespace) -> dict:
+    from klrl.evaluation.mechanism import measure_models
+
+    return measure_models(
+        args.model,
+        args.reference,
+        args.mechanism_task,
+        args.data_dir,
+        beta=args.beta,
+        prompts=args.mechanism_prompts,
+        samples=args.mechanism_samples,
+        temperature=args.mechanism_temperature,
+        max_new_tokens=args.mechanism_max_new_tokens,
+        device=args.device,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        reference_revision=args.reference_revision,
+        stop_tokens=tuple(args.stop_tokens),
+    )
