@@ -127,7 +127,8 @@ def _every_cell(check):
 
 
 # Each code path the miniature runs (besides every group and every KL configuration, below):
-# name → a check of the miniature's config and cells. tests/test_paper_miniature.py runs them.
+# name → a check of the miniature's config and cells: their settings as expanded (below), and as its
+# train jobs ran with them (tests/test_paper_miniature.py).
 CODE_PATHS = {
     "on-policy: RLOO advantage, no lag": _cells_where(async_lag=0, advantage="rloo", ratio_clamp=None),
     "off-policy: an actor a step behind, group-mean advantage, IS ratio clamp 8, KL value clamp 10": lambda config, cells: (
@@ -181,7 +182,9 @@ def test_the_cpu_miniature_trains_each_group_of_the_paper_grid(group):
     assert group in {cell.group for cell in _mini()[1].values()}
 
 
-@pytest.mark.parametrize(("policy", "kl"), KL_CONFIGURATIONS, ids="-".join)
+@pytest.mark.parametrize(
+    ("policy", "kl"), KL_CONFIGURATIONS, ids=[f"{policy}-policy {kl}" for policy, kl in KL_CONFIGURATIONS]
+)
 def test_the_cpu_miniature_trains_each_kl_configuration_in_each_policy_mode(policy, kl):
     assert (policy, kl) in {(cell.policy, cell.kl) for cell in _mini()[1].values()}
 
