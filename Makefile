@@ -343,10 +343,9 @@ browser:
 		  apt-get $(APT_WAIT) update -qq && DEBIAN_FRONTEND=noninteractive apt-get $(APT_WAIT) install -y -qq chromium >/dev/null; } || \
 		echo "chromium is not installed: the MLflow UI test will be skipped"
 
-# Benchmarks (benchmarks/README.md; their figures in benchmarks/RESULTS.md): each prints its table
-# and a one-line verdict per target;
-# none needs a pretrained model. `make bench` runs them all (about 25 min on 2 cores) and ends
-# with every verdict, gathered in $(VERDICTS).
+# Benchmarks (benchmarks/README.md; their figures in benchmarks/RESULTS.md): each bench-* target
+# prints its table and a one-line verdict per target; none needs a pretrained model. `make bench`
+# runs them all (about 25 min on 2 cores) and ends with every verdict, gathered in $(VERDICTS).
 BENCH_STAMP := $(VENV)/.installed-bench
 VERDICTS := results/bench-verdicts.txt
 # The tree whose grid the 2× grid-throughput target is measured against (the speed targets' baseline).
