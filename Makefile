@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 
 # Bytecode is written as each module is first imported, not for every installed module at
 # install (pip's --no-compile): a job imports a fraction of a venv's modules, and compiling
-# all of .venv's took 42 s of CPU, almost as much as the install without it (benchmarks/RESULTS.md).
+# all of .venv's took 42 s of CPU, almost as much as the install without it (benchmarks/HISTORY.md).
 # make's commands unset PYTHONDONTWRITEBYTECODE where the environment sets it (the CI machines
 # do): with it, every process would compile what it imports from source, every time.
 unexport PYTHONDONTWRITEBYTECODE
@@ -56,7 +56,7 @@ WORKERS := -n 2 --dist loadfile --no-loadscope-reorder
 
 # The suites run more OpenMP threads than the machine has cores (two workers, the vLLM suite
 # beside them, their subprocesses). An idle thread sleeps rather than spins, so it does not take
-# a core another process waits for (benchmarks/omp_wait.py measures the CPU time this saves). The
+# a core another process waits for (benchmarks/EARLIER.md, section 14: the CPU time this saves). The
 # wait policy changes how a thread waits, not the thread count or a reduction's order: no result changes.
 test test-fast test-pythons test-vllm test-audit test-index: export OMP_WAIT_POLICY := PASSIVE
 
@@ -100,7 +100,7 @@ test:
 	echo "--- the quick suites under Python $(PYTHONS) (make test-pythons, after the index):"; cat $(PYTHONS_TEST_LOG); \
 	test $$main = 0 && test $$side = 0
 
-# Disk a `make test` from nothing takes (benchmarks/disk_use.py around `.ci/run` on a fresh clone;
+# Disk a `make test` from nothing takes (tools/disk_use.py around `.ci/run` on a fresh clone;
 # benchmarks/CI.md): the six venvs 12 GiB at the end once identical files are linked (19.6 GiB
 # without: PyPI's torch for 3.12 and 3.13 is the CUDA build, 5.9 GiB a venv), the suites'
 # temporary files up to 2.6 GiB; about 15 GiB at the peak. Less free space is said first, in one
@@ -343,9 +343,9 @@ browser:
 		  apt-get $(APT_WAIT) update -qq && DEBIAN_FRONTEND=noninteractive apt-get $(APT_WAIT) install -y -qq chromium >/dev/null; } || \
 		echo "chromium is not installed: the MLflow UI test will be skipped"
 
-# Benchmarks (benchmarks/RESULTS.md): each prints its table and a one-line verdict per target;
-# none needs a pretrained model. `make bench` runs them all (about 25 min on 2 cores) and ends
-# with every verdict, gathered in $(VERDICTS).
+# Benchmarks (benchmarks/README.md; their figures in benchmarks/RESULTS.md): each bench-* target
+# prints its table and a one-line verdict per target; none needs a pretrained model. `make bench`
+# runs them all (about 25 min on 2 cores) and ends with every verdict, gathered in $(VERDICTS).
 BENCH_STAMP := $(VENV)/.installed-bench
 VERDICTS := results/bench-verdicts.txt
 # The tree whose grid the 2× grid-throughput target is measured against (the speed targets' baseline).

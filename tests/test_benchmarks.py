@@ -1,15 +1,84 @@
-"""The benchmarks in miniature: each prints its verdict line, which `make bench` gathers from the
-file KLRL_BENCH_VERDICTS names (the TRL one needs the `bench` extra, which CI does not install);
-the CI process table's sums on lines of dump-acct's."""
+"""benchmarks/: its README lists every script of the folder, with a command that runs it and a link
+to its latest result, and RESULTS.md gives each one's current figure; the links of its pages
+reach their files and headings. A benchmark in miniature prints its verdict line, which `make
+bench` gathers from the file KLRL_BENCH_VERDICTS names (the TRL one needs the `bench` extra,
+which CI does not install)."""
 
 import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from workflow_helpers import ROOT, load_benchmark
+from test_docs import make_targets, missing_paths
+from workflow_helpers import ROOT
+
+BENCHMARKS = ROOT / "benchmarks"
+
+
+def table_rows(page: Path) -> list[list[str]]:
+    """The cells of each table row of `page` whose first cell is a code span (a script's name)."""
+    rows = [line.strip().strip("|").split(" | ") for line in page.read_text().splitlines() if line.startswith("| `")]
+    return [[cell.strip() for cell in row] for row in rows]
+
+
+def folder_scripts(folder: Path) -> list[str]:
+    """Every file of `folder` but its Markdown pages (and Python's bytecode)."""
+    return sorted(path.name for path in folder.iterdir() if path.is_file() and path.suffix not in (".md", ".pyc"))
+
+
+def runs_script(command: str, script: str, folder: str) -> bool:
+    """Whether a README's command cell runs folder/script: by its path, or by make targets whose
+    recipe does."""
+    if f"{folder}/{script}" in command:
+        return True
+    makefile = (ROOT / "Makefile").read_text()
+    targets = re.findall(r"`make ([\w-]+)`", command)
+    recipes = [re.search(rf"^{target}:.*\n((?:\t.*\n)+)", makefile, re.M) for target in targets]
+    return bool(targets) and all(recipe and f"{folder}/{script}" in recipe[1] for recipe in recipes)
+
+
+def test_the_readme_lists_every_script_of_the_folder_once_and_the_command_that_runs_it():
+    """A benchmark's row: script, what it measures, command, latest result; a module's: module, what it holds."""
+    rows = table_rows(BENCHMARKS / "README.md")
+    names = [row[0].strip("`") for row in rows]
+    assert sorted(names) == folder_scripts(BENCHMARKS) and len(names) == len(set(names))
+    benchmarks = [row for row in rows if len(row) == 4]
+    assert {row[0] for row in rows if len(row) == 2} == {
+        "`common.py`",
+        "`gpu_check.py`",
+        "`gpu_lease_check.py`",
+        "`process_tree.py`",
+    }
+    for script, _what, command, latest in benchmarks:
+        assert runs_script(command, script.strip("`"), "benchmarks"), (script, command)
+        assert re.search(r"\]\([^)]+\)", latest), f"{script}: no link to its latest result"
+
+
+def test_results_gives_the_current_figure_of_every_benchmark_the_readme_lists():
+    readme, results = BENCHMARKS / "README.md", BENCHMARKS / "RESULTS.md"
+    benchmarks = {row[0] for row in table_rows(readme) if len(row) == 4}
+    figures = {row[0].split(" ")[0] for row in table_rows(results)}
+    assert benchmarks <= figures, benchmarks - figures
+    assert all(row[2].strip() for row in table_rows(results))
+
+
+@pytest.mark.parametrize("page", sorted(BENCHMARKS.glob("*.md")), ids=lambda page: page.name)
+def test_every_link_of_a_benchmark_page_reaches_its_file_and_heading(page):
+    """Every link; on the current pages (README.md, RESULTS.md) every repository path as well. The
+    dated pages keep the paths and commands of their time."""
+    found = missing_paths(page, page.read_text())
+    if page.name not in ("README.md", "RESULTS.md"):
+        found = [line for line in found if ": link to " in line]
+    assert found == []
+
+
+def test_every_make_target_the_benchmarks_readme_names_exists():
+    named = re.findall(r"`make ([\w-]+)`", (BENCHMARKS / "README.md").read_text())
+    assert named and set(named) <= make_targets()
+
 
 VERDICT = r"verdict: sampling ≥ 2× model.generate at batch 16: (\d+\.\d\d)×: (met|NOT MET)"
 
@@ -27,53 +96,3 @@ def test_the_sampling_benchmark_prints_and_files_its_verdict(tmp_path):
     assert (met == "met") == (speedup >= 2.0)
     [line] = verdicts.read_text().splitlines()
     assert line.startswith(printed[0] + " (") and "cores" in line and "load average" in line
-
-
-# dump-acct's lines as Debian's acct 6.6 prints them (user, system and wall time in 1/100 s)
-DUMPED = """\
-python          |v3|   122.00|    17.00|   131.00|     0|     0|570880.00|     0.00|    8039|    8035|     |       0|__      |Sat Dec  5 00:07:07 2026
-jemalloc_bg_thd |v3|   610.00|    90.00|   900.00|     0|     0|990880.00|     0.00|    8040|    8035|     |       0|__      |Sat Dec  5 00:07:08 2026
-sleep           |v3|     0.00|     0.00|   100.00|     0|     0|  2920.00|     0.00|    8042|    8035|     |       0|__      |Sat Dec  5 00:07:08 2026
-python          |v3|  4000.00|   500.00|  5000.00|     0|     0|990880.00|     0.00|    8044|    8035|     |       0|__      |Sat Dec  5 00:07:09 2026
-"""
-
-
-def test_the_ci_process_table_sums_each_commands_and_each_bands_cpu():
-    ci_processes = load_benchmark("ci_processes")
-    rows = ci_processes.parse_dump(DUMPED)
-    assert [row["cpu"] for row in rows] == pytest.approx([1.39, 7.0, 0.0, 45.0])
-    assert ci_processes.by_command(rows) == [
-        ("python", 2, pytest.approx(46.39)),
-        ("jemalloc_bg_thd", 1, 7.0),
-        ("sleep", 1, 0.0),
-    ]
-    bands = {band: (count, cpu) for band, count, cpu in ci_processes.cpu_bands(rows)}
-    assert bands == {
-        "0-1 s": (1, 0.0),
-        "1-3 s": (1, pytest.approx(1.39)),
-        "3-6 s": (0, 0),
-        "6-12 s": (1, 7.0),
-        "12-60 s": (1, 45.0),
-        "60-inf s": (0, 0),
-    }
-    with pytest.raises(ValueError, match=r"^not a line of dump-acct's: 'python \| v3'$"):
-        ci_processes.parse_dump("python | v3")
-
-
-def test_the_disk_benchmark_follows_a_folder_up_and_down_and_passes_on_the_exit_code(tmp_path):
-    watched, samples = tmp_path / "watched", tmp_path / "samples.tsv"
-    watched.mkdir()
-    script = (
-        "import os, sys, time; path = sys.argv[1] + '/blob'; open(path, 'wb').write(os.urandom(3 << 20)); "
-        "time.sleep(0.6); os.remove(path); os.link(sys.argv[1] + '/one', sys.argv[1] + '/two'); sys.exit(3)"
-    )
-    (watched / "one").write_bytes(os.urandom(1 << 20))
-    command = [sys.executable, "benchmarks/disk_use.py", "--every", "0.05", "--samples", str(samples)]
-    command += ["--watch", str(watched), "--", sys.executable, "-c", script, str(watched)]
-    out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    assert out.returncode == 3, out.stderr
-    header, *rows = [line.split("\t") for line in samples.read_text().splitlines()]
-    assert header == ["seconds", "filesystem growth", str(watched)]
-    sizes = [int(row[2]) for row in rows]
-    assert sizes[0] == 1 << 20 and max(sizes) == 4 << 20 and sizes[-1] == 1 << 20  # a link counts once
-    assert re.search(rf"{re.escape(str(watched))}: peak 0\.00 GiB at \d+ s, 0\.00 GiB at the end", out.stderr)

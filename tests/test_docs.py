@@ -29,7 +29,18 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "config" / "README.md"]
 
 # Top-level folders of the repository: a word starting with one of them and a slash is a path.
-TOP = ("workflow", "tests", "docs", "config", "benchmarks", "paper_figures", "profiles", "envs", "requirements")
+TOP = (
+    "workflow",
+    "tests",
+    "docs",
+    "config",
+    "benchmarks",
+    "tools",
+    "paper_figures",
+    "profiles",
+    "envs",
+    "requirements",
+)
 PATH = re.compile(r"(?<![\w./~-])((?:\.test|\.ci|" + "|".join(TOP) + r")/[^\s`'\"()\[\],;]*)")
 PLACEHOLDER = re.compile(r"<[^>/]*>|\{[^}/]*\}|\b[A-Z][A-Z_]{2,}\b|\*")
 # Tracked folders that a command writes, named before its first run: the folder and the Makefile's

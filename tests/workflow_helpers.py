@@ -1,6 +1,6 @@
 """Running the workflow from tests: a fresh copy of its files, Snakemake in a subprocess, the
 job counts it prints, the configs of config/, every figure script drawn from a tables folder, a
-benchmark script imported as a module."""
+benchmark's or a tool's script imported as a module."""
 
 import importlib.util
 import os
@@ -122,12 +122,13 @@ def train_commands(output: str) -> list[str]:
     return [line.strip().partition(" train ")[0] for line in output.splitlines() if " klrl train " in line]
 
 
-def load_benchmark(name: str):
-    """benchmarks/<name>.py imported as a module, its sibling modules importable as when the script runs."""
-    folder = str(ROOT / "benchmarks")
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+def load_benchmark(name: str, folder: str = "benchmarks"):
+    """benchmarks/<name>.py (or tools/<name>.py, folder "tools") imported as a module, its sibling
+    modules importable as when the script runs."""
+    path = str(ROOT / folder)
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    spec = importlib.util.spec_from_file_location(name, ROOT / folder / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -145,7 +145,7 @@ def _model_args(
     # vLLM's CPU build: no torch.compile warm-up (minutes on CPU for seconds of generation), and
     # the engine in this process, on its threads (import_vllm), not in two more that import it all
     # again; its KV cache VLLM_CPU_KVCACHE_SPACE GiB (1 unless set), not most of the machine's
-    # memory, which a second job beside it would not find (benchmarks/RESULTS.md, a whole cell)
+    # memory, which a second job beside it would not find (benchmarks/HISTORY.md, a whole cell)
     return args | ({"enforce_eager": True, "distributed_executor_backend": "uni"} if on_cpu else {})
 
 

@@ -24,11 +24,12 @@ into a `TrainConfig` here, so a bad value fails when Snakemake loads the config,
 `settings_json` writes (types survive the trip: tests/grid/test_expansion.py) and aggregation
 reads each cell's model, task, KL configuration, β, lag and seed from (`klrl.analysis.tables.cell_tags`).
 
-Two keys exist for overlays that change a grid's scale and nothing else (config/overlays/cpu-mini.yaml
-runs the paper's grid in miniature on CPUs with them): `stand_ins` maps models to the models
-that run in their place (`{qwen2.5-7b: tiny}`), and `train_overrides` is applied over every
-group's train section (a group's `steps`, say), which a second config file cannot reach because
-Snakemake replaces lists such as `groups` whole.
+Three keys exist for overlays that change a grid's scale and its β sweep and nothing else
+(config/overlays/cpu-mini.yaml runs the paper's grid in miniature on CPUs with them): `stand_ins`
+maps models to the models that run in their place (`{qwen2.5-7b: tiny}`), `train_overrides` is
+applied over every group's train section (a group's `steps`, say), and `beta_sweep: smallest`
+trains only the smallest β of each group's list; a second config file cannot reach a group's
+settings otherwise, because Snakemake replaces lists such as `groups` whole.
 """
 
 from __future__ import annotations
@@ -211,6 +212,7 @@ def expand_grid(config: dict) -> dict[str, Cell]:
         if taken:
             raise ValueError(f"{scope}: {taken[0]!r} is set by the grid, not in a train section")
     stand_ins = config.get("stand_ins", {})
+    smallest_beta = config.get("beta_sweep", "all") == "smallest"
     cells: dict[str, Cell] = {}
     for group in config["groups"]:
         get_task(group["task"])
@@ -227,7 +229,8 @@ def expand_grid(config: dict) -> dict[str, Cell]:
         modes = [("on", None)] * ("on" in group["policy"]) + [("off", lag) for lag in group.get("lag", [None])] * (
             "off" in group["policy"]
         )
-        product = itertools.product(models, group["kl"], group["beta"], modes, group["seeds"])
+        betas = [min(group["beta"])] if smallest_beta else group["beta"]
+        product = itertools.product(models, group["kl"], betas, modes, group["seeds"])
         for model, kl, beta, (policy, lag), seed in product:
             beta = 0.0 if kl == "none" else float(beta)
             cid = cell_id(model, kl, beta, policy, seed, lag)

@@ -3,7 +3,7 @@ process that ended while accounting was on, with its CPU time (user + system), b
 and the processes by how much CPU each took (most of a job's or a command's is its imports).
 
     touch acct && accton acct && CI=true bash .ci/run; accton off
-    python benchmarks/ci_processes.py acct --wall 2000 --cores 2
+    python3 tools/ci_processes.py acct --wall 2000 --cores 2
 
 `accton` and `dump-acct` are Debian's `acct` package (root only). A process's CPU is its own, not
 its children's; one still running when accounting stops is not in the file. The command name is
@@ -18,7 +18,7 @@ import subprocess
 from collections import defaultdict
 
 # The CPU seconds of a process's band (upper bounds); a Python that imports torch and transformers
-# takes 3-6 s of CPU before its first line of work (benchmarks/RESULTS.md).
+# takes 3-6 s of CPU before its first line of work (benchmarks/HISTORY.md, bytecode at first import).
 BANDS = (1.0, 3.0, 6.0, 12.0, 60.0, float("inf"))
 
 

@@ -1,9 +1,9 @@
 """The disk a command takes while it runs: the growth of the used space on the filesystem of the
 current folder, and the size of each watched folder, sampled every few seconds; then the peak of
 each. On an otherwise idle machine the growth is the command's (a CI run from a fresh clone:
-`python3 benchmarks/disk_use.py --watch /tmp/pytest-of-$USER -- bash .ci/run`).
+`python3 tools/disk_use.py --watch /tmp/pytest-of-$USER -- bash .ci/run`).
 
-    python3 benchmarks/disk_use.py [--every S] [--samples TSV] [--watch DIR]... -- COMMAND...
+    python3 tools/disk_use.py [--every S] [--samples TSV] [--watch DIR]... -- COMMAND...
 
 Standard library only: it runs before any venv exists.
 """

@@ -1,8 +1,8 @@
 """Mutation check of the gradient path: apply each declared one-line bug to a copy of the
 package and run the gradient-path tests against it; print killed / survived per mutant.
 
-    python benchmarks/mutants.py                 # this checkout
-    python benchmarks/mutants.py --root DIR      # another checkout (e.g. an older commit)
+    python tools/mutants.py                 # this checkout
+    python tools/mutants.py --root DIR      # another checkout (e.g. an older commit)
 
 A mutant lists (file, original, replacement) alternatives; the first whose original text occurs
 in the checkout is applied (so one declared bug can be tried on code laid out differently);
