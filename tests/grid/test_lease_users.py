@@ -165,13 +165,13 @@ def test_names_planted_in_the_folder_are_refused_and_make_nothing_elsewhere(tmp_
 def test_the_folder_a_lease_makes_is_sticky_and_its_lock_files_readable_by_all(tmp_path):
     previous = os.umask(0o077)
     try:
-        held = acquire(1, ["0"], tmp_path / "locks")
+        held = acquire(1, ["0"], tmp_path / "locks" / "slurm-7")  # an allocation's, in the node's
     finally:
         os.umask(previous)
     for descriptor in held.values():
         os.close(descriptor)
-    assert (tmp_path / "locks").stat().st_mode & 0o7777 == 0o1777
-    assert {path.name: path.stat().st_mode & 0o777 for path in (tmp_path / "locks").iterdir()} == {
+    assert [(tmp_path / name).stat().st_mode & 0o7777 for name in ("locks", "locks/slurm-7")] == [0o1777, 0o1777]
+    assert {path.name: path.stat().st_mode & 0o777 for path in (tmp_path / "locks" / "slurm-7").iterdir()} == {
         GUARD: 0o644,
         lock_name("0"): 0o644,
     }

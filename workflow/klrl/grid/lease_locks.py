@@ -53,12 +53,12 @@ def _umask(mask: int):
 
 
 def open_folder(folder: Path) -> int:
-    """A descriptor of `folder` (made 1777 where missing, its parents as usual), refused where it
-    is a symbolic link, not a folder, or writable by others without the sticky bit."""
-    if not folder.exists() and not folder.is_symlink():
-        folder.parent.mkdir(parents=True, exist_ok=True)
+    """A descriptor of `folder` (made 1777 where missing, as is each missing folder above it, so
+    that the node folder of a SLURM allocation's is every user's), refused where it is a symbolic
+    link, not a folder, or writable by others without the sticky bit."""
+    for missing in reversed([path for path in [folder, *folder.parents] if not path.exists()]):
         with _umask(0), contextlib.suppress(FileExistsError):
-            folder.mkdir(mode=0o1777)
+            missing.mkdir(mode=0o1777)
     try:
         descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as error:
