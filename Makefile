@@ -320,13 +320,16 @@ APT_WAIT := -o DPkg::Lock::Timeout=600
 # The MLflow tracking server on PostgreSQL, for grids whose jobs write at once from many processes
 # or nodes (klrl.tracking.server): prints the tracking.uri to put in a config, Ctrl-C stops it.
 # Database and artifacts stay under TRACKING_STATE across restarts; TRACKING_HOST=<node name>
-# serves jobs on other nodes.
+# serves jobs on other nodes under that name, over clear HTTP: refused unless TRACKING_PLAIN_HTTP=1
+# (docs/cluster.md).
 TRACKING_STATE ?= results/tracking-server
 TRACKING_HOST ?= 127.0.0.1
 TRACKING_PORT ?= 5001
+TRACKING_PLAIN_HTTP ?=
 
 tracking-server: $(STAMP) postgresql
-	$(BIN)/python -m klrl tracking-server --state $(TRACKING_STATE) --host $(TRACKING_HOST) --port $(TRACKING_PORT)
+	$(BIN)/python -m klrl tracking-server --state $(TRACKING_STATE) --host $(TRACKING_HOST) --port $(TRACKING_PORT) \
+		$(if $(TRACKING_PLAIN_HTTP),--plain-http)
 
 # Debian's PostgreSQL for the tracking server and its tests, where apt is usable; elsewhere those
 # tests are skipped.

@@ -11,7 +11,8 @@ import subprocess
 import sys
 import tempfile
 
-from klrl.grid.gpu_leases import LOCKS_ENV, gpu_pool
+from klrl.grid.gpu_leases import gpu_pool
+from klrl.grid.lease_locks import LOCKS_ENV
 
 # A job: what it sees, held long enough for the other job to start beside it.
 _JOB = """

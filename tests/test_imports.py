@@ -13,6 +13,7 @@ import pytest
     [
         "klrl.grid.expansion",
         "klrl.grid.gpu_leases",
+        "klrl.grid.leased_run",
         "klrl.objective.kl_config",
         "klrl.objective.estimators",
         "klrl.training.config",

@@ -1,18 +1,16 @@
 """GPU leases on one machine (klrl.grid.gpu_leases) on a fake pool of device ids: the paper grid's
-job shapes at once through `klrl gpu-lease`, a SIGKILLed job's devices, the pool and its limit in
-the Snakefile (a dry run of config/paper.yaml with the pool at 8 and at 4)."""
+job shapes at once through `klrl gpu-lease`, jobs inside a SLURM allocation, the pool and its
+limit in the Snakefile (a dry run of config/paper.yaml with the pool at 8 and at 4)."""
 
-import fcntl
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from klrl.grid.expansion import expand_grid
-from klrl.grid.gpu_leases import LOCKS_ENV, VISIBLE, acquire, gpu_limit, gpu_pool, lease_prefix
+from klrl.grid.gpu_leases import VISIBLE, gpu_limit, gpu_pool, lease_prefix
+from klrl.grid.lease_locks import LOCKS_ENV
 from workflow_helpers import PAPER_MACHINE, ROOT, copy_workflow, job_counts, load_config, snakemake, train_commands
 
 POOL = [str(device) for device in range(8)]
@@ -39,6 +37,8 @@ line = {"name": name, "devices": devices, "locked": held, "start": start, "end":
 with open(record, "a") as out:
     out.write(json.dumps(line) + "\\n")
 """
+
+_SHOW = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'])"
 
 
 def _environ(tmp_path, pool=POOL):
@@ -76,45 +76,12 @@ def test_the_paper_grids_job_shapes_at_once_never_share_a_device(tmp_path):
         assert len(devices) == len(set(devices)) <= len(POOL)
 
 
-def test_a_job_killed_with_sigkill_returns_its_devices_at_once(tmp_path):
-    environ = _environ(tmp_path) | {"JOB_SECONDS": "600"}
-    record = tmp_path / "jobs.jsonl"
-    job = _leased(8, [sys.executable, "-c", _JOB, str(record), "held", environ[LOCKS_ENV]], environ)
-    folder, started = tmp_path / "locks", tmp_path / "jobs.jsonl.held.started"
-    deadline = time.monotonic() + 60
-    while not started.exists():
-        assert time.monotonic() < deadline and job.poll() is None
-        time.sleep(0.05)
-    assert _all_locked(folder)  # by the job itself, not only by the lease verb before it
-    with pytest.raises(TimeoutError):  # held: another lease of one device waits
-        acquire(1, POOL, folder, poll=0.01, waiting=_refuse)
-    job.send_signal(signal.SIGKILL)
-    job.wait(timeout=30)
-    held = acquire(8, POOL, folder, poll=0.01, waiting=_refuse)  # at once: no wait
-    assert sorted(held) == POOL
-
-
-def _refuse():
-    raise TimeoutError("the devices are held")
-
-
-def _all_locked(folder):
-    for device in POOL:
-        descriptor = os.open(folder / f"gpu-{device}.lock", os.O_RDWR)
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return False
-        except BlockingIOError:
-            pass
-        finally:
-            os.close(descriptor)
-    return True
-
-
 def test_the_pool_is_cuda_visible_devices_as_cuda_reads_it():
     assert gpu_pool({VISIBLE: "3,5,GPU-ab12"}) == ["3", "5", "GPU-ab12"]
     assert gpu_pool({VISIBLE: "0,1,-1,2"}) == ["0", "1"]
     assert gpu_pool({VISIBLE: ""}) == []
+    assert gpu_pool({"SLURM_JOB_ID": "7", "SLURM_JOB_GPUS": "4,5"}) == ["4", "5"]  # the allocation's
+    assert gpu_pool({"SLURM_JOB_ID": "7"}) == []  # an allocation without GPUs: never the node's others
 
 
 def test_a_job_asking_for_more_gpus_than_the_pool_is_refused_naming_it_and_both_counts():
@@ -128,21 +95,50 @@ def test_a_job_asking_for_more_gpus_than_the_pool_is_refused_naming_it_and_both_
     with pytest.raises(ValueError, match=r"^train job of b asks for 8 GPUs; this machine has 2 \(Snakemake's"):
         gpu_limit(requests, 2, {VISIBLE: ",".join(POOL)})
     assert gpu_limit([("train job of a", 0)], None, {}) == 0  # a CPU grid asks for no pool
+    with pytest.raises(ValueError) as refused:  # --resources gpu=8 on 4 devices: refused at load, not at lease
+        gpu_limit(requests, 8, {VISIBLE: "0,1,2,3"})
+    assert str(refused.value).startswith("train job of b asks for 8 GPUs; this machine has 4 (CUDA_VISIBLE_DEVICES")
+    assert gpu_limit(requests, 1000, {VISIBLE: ""}) == 1000  # no devices here (profiles/slurm): SLURM assigns
 
 
-def test_a_lease_of_zero_gpus_or_under_slurm_keeps_the_environment(tmp_path):
-    environ = _environ(tmp_path, ["0", "1"])
-    show = [sys.executable, "-c", "import os; print(os.environ['CUDA_VISIBLE_DEVICES'])"]
-    for count, extra in ((0, {}), (1, {"SLURM_JOB_ID": "7"})):
-        result = subprocess.run(
-            [sys.executable, "-m", "klrl", "gpu-lease", "--gpus", str(count), "--", *show],
-            env=environ | extra,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        assert result.stdout == "0,1\n"
+def test_a_lease_of_zero_gpus_keeps_the_environment(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "klrl", "gpu-lease", "--gpus", "0", "--", sys.executable, "-c", _SHOW],
+        env=_environ(tmp_path, ["0", "1"]),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stdout == "0,1\n"
     assert not (tmp_path / "locks").exists()
+
+
+def test_jobs_inside_a_slurm_allocation_lease_its_devices(tmp_path):
+    """The local profile inside `salloc`: two 1-GPU jobs at once get different devices of the
+    allocation's (SLURM_JOB_GPUS where CUDA_VISIBLE_DEVICES is unset), in a lock folder of the
+    allocation's own; a job asking for all of them keeps SLURM's order (profiles/slurm)."""
+    environ = {**os.environ, "SLURM_JOB_ID": "77", "SLURM_JOB_GPUS": "4,5", "JOB_SECONDS": "3"}
+    environ[LOCKS_ENV] = str(tmp_path / "locks")
+    environ.pop(VISIBLE, None)
+    record = tmp_path / "jobs.jsonl"
+    jobs = [
+        _leased(
+            1, [sys.executable, "-c", _JOB, str(record), f"job{index}", str(tmp_path / "locks" / "slurm-77")], environ
+        )
+        for index in range(2)
+    ]
+    assert [job.wait(timeout=120) for job in jobs] == [0, 0]
+    lines = [json.loads(line) for line in record.read_text().splitlines()]
+    assert sorted(device for line in lines for device in line["devices"]) == ["4", "5"]
+    assert lines[0]["start"] < lines[1]["end"] and lines[1]["start"] < lines[0]["end"]  # at once
+    whole = subprocess.run(
+        [sys.executable, "-m", "klrl", "gpu-lease", "--gpus", "2", "--", sys.executable, "-c", _SHOW],
+        env=environ | {VISIBLE: "1,0"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert whole.stdout == "1,0\n"
 
 
 @pytest.mark.slow

@@ -1,47 +1,57 @@
 """GPU leases on one machine: which devices a GPU job of the grid holds while it runs.
 
-Snakemake's `gpu` resource counts GPUs but names none, so on one machine without SLURM several
-jobs would otherwise share GPU 0. Here a job asking for N GPUs takes N devices of the machine's
-pool, each by an exclusive `flock` on a file of its own (`gpu-<id>.lock` in LOCKS_ENV's folder),
-and runs with CUDA_VISIBLE_DEVICES naming exactly those. The lock belongs to the job's process
-(the lease verb execs the job's command with the locked files open), so the operating system
-releases it when that process ends, however it ends, SIGKILL included: no registry is left behind.
-Under SLURM a job keeps SLURM's own assignment and takes no lease.
+Snakemake's `gpu` resource counts GPUs but names none, so on one machine several jobs would
+otherwise share GPU 0. Here a job asking for N GPUs takes N devices of the machine's pool, each
+by an exclusive `flock` on a lock file of its own (klrl.grid.lease_locks), and runs with
+CUDA_VISIBLE_DEVICES naming exactly those, under a process that holds the locks until the last
+process the job started has ended (klrl.grid.leased_run).
 
 The pool is CUDA_VISIBLE_DEVICES where set (the environment Snakemake was started with, which
-its jobs inherit), else the devices nvidia-smi lists, else those torch counts. The Snakefile sets
-Snakemake's `gpu` resource to the pool's size (`gpu_limit`), so the scheduler never starts more
-than the leases can serve, and refuses at load a job that asks for more GPUs than the limit.
+its jobs inherit), else the devices nvidia-smi lists, else those torch counts. Inside a SLURM
+allocation (SLURM_JOB_ID set) it is the allocation's: CUDA_VISIBLE_DEVICES, else
+SLURM_JOB_GPUS, else none (never the node's other devices), leased in a lock folder of the
+allocation's own, as its device ids are its own (under SLURM's device cgroup each allocation
+numbers its GPUs from 0). A SLURM job of profiles/slurm asks its allocation for exactly its
+count, so it leases all of them, in SLURM's order: SLURM's assignment stands.
+
+The Snakefile sets Snakemake's `gpu` resource to the pool's size (`gpu_limit`), so the scheduler
+never starts more than the leases can serve, and refuses at load a job that asks for more GPUs
+than the limit, or than a pool of this machine's devices has.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
-import re
 import shutil
 import subprocess
-import tempfile
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from klrl.grid.lease_locks import lock_folder
+
 VISIBLE = "CUDA_VISIBLE_DEVICES"
-LOCKS_ENV = "KLRL_GPU_LEASES"  # the folder of the lock files (default: <tmp>/klrl-gpu-leases)
 SLURM_JOB = "SLURM_JOB_ID"
+SLURM_GPUS = "SLURM_JOB_GPUS"
+
+
+def _device_list(text: str) -> list[str]:
+    """A device list as CUDA reads it: up to the first empty or negative id."""
+    ids = []
+    for device in (part.strip() for part in text.split(",")):
+        if not device or device.startswith("-"):
+            break
+        ids.append(device)
+    return ids
 
 
 def gpu_pool(environ: Mapping[str, str] = os.environ) -> list[str]:
-    """The machine's GPU ids: CUDA_VISIBLE_DEVICES's list where set (as CUDA reads it: up to the
-    first negative id), else 0 .. n-1 for the n devices nvidia-smi lists (or torch counts)."""
-    visible = environ.get(VISIBLE)
-    if visible is not None:
-        ids = []
-        for device in (part.strip() for part in visible.split(",")):
-            if not device or device.startswith("-"):
-                break
-            ids.append(device)
-        return ids
+    """The machine's GPU ids: CUDA_VISIBLE_DEVICES's list where set, else (inside a SLURM
+    allocation) SLURM_JOB_GPUS's or none, else 0 .. n-1 for the n devices nvidia-smi lists (or
+    torch counts)."""
+    if VISIBLE in environ:
+        return _device_list(environ[VISIBLE])
+    if SLURM_JOB in environ:
+        return _device_list(environ.get(SLURM_GPUS, ""))
     return [str(index) for index in range(_device_count())]
 
 
@@ -59,90 +69,40 @@ def _device_count() -> int:
 
 def pool_text(pool: list[str], environ: Mapping[str, str] = os.environ) -> str:
     """How the pool was found, for messages: '4 (CUDA_VISIBLE_DEVICES=0,1,2,3)'."""
-    source = f"{VISIBLE}={environ[VISIBLE]}" if VISIBLE in environ else "the devices of nvidia-smi or torch"
+    if VISIBLE in environ:
+        source = f"{VISIBLE}={environ[VISIBLE]}"
+    elif SLURM_JOB in environ:
+        source = f"SLURM job {environ[SLURM_JOB]}'s {SLURM_GPUS}={environ.get(SLURM_GPUS, '')}"
+    else:
+        source = "the devices of nvidia-smi or torch"
     return f"{len(pool)} ({source})"
+
+
+def lease_folder(environ: Mapping[str, str] = os.environ) -> Path:
+    """Where a lease takes its locks: the node's lock folder, or inside a SLURM allocation a
+    folder of the allocation's own in it (slurm-<job id>)."""
+    folder = lock_folder(environ)
+    return folder / f"slurm-{environ[SLURM_JOB]}" if SLURM_JOB in environ else folder
 
 
 def gpu_limit(requests: Iterable[tuple[str, int]], given: int | None, environ: Mapping[str, str] = os.environ) -> int:
     """Snakemake's `gpu` resource for jobs asking `requests` ((job, GPUs) pairs): `given` where the
-    command line or profile sets it, else the pool's size. A job asking for more than that is a
-    ValueError naming the job and both counts (Snakemake would lower its request silently)."""
+    command line or profile sets it, else the pool's size. A job asking for more than that, or
+    (where this machine has devices) more than its pool, is a ValueError naming the job and both
+    counts: Snakemake would lower its request silently, or its lease would fail when it starts."""
     requests = list(requests)
-    if given is not None:
+    if not any(count > 0 for _, count in requests):
+        return given if given is not None else 0
+    pool = gpu_pool(environ)
+    limit, source = len(pool), pool_text(pool, environ)
+    if given is not None and (given < limit or not pool):  # no devices here: SLURM assigns (profiles/slurm)
         limit, source = given, f"{given} (Snakemake's --resources gpu)"
-    elif any(count > 0 for _, count in requests):
-        pool = gpu_pool(environ)
-        limit, source = len(pool), pool_text(pool, environ)
-    else:
-        return 0
     refused = [(job, count) for job, count in requests if count > limit]
     if refused:
         job, count = refused[0]
         more = f" (and {len(refused) - 1} more jobs)" if len(refused) > 1 else ""
         raise ValueError(f"{job} asks for {count} GPUs; this machine has {source}{more}")
-    return limit
-
-
-def lock_folder(environ: Mapping[str, str] = os.environ) -> Path:
-    return Path(environ.get(LOCKS_ENV) or Path(tempfile.gettempdir()) / "klrl-gpu-leases")
-
-
-def _lock_file(folder: Path, device: str) -> Path:
-    return folder / f"gpu-{re.sub(r'[^A-Za-z0-9_.-]', '_', device)}.lock"
-
-
-def acquire(
-    count: int, pool: list[str], folder: Path, poll: float = 0.5, waiting: Callable[[], None] = lambda: None
-) -> dict[str, int]:
-    """Exclusive locks on `count` devices of `pool`, all or none, taken under one guard lock (so
-    that two jobs never each hold part of what the other needs): {device id: open descriptor}.
-    Waits, polling, while fewer are free, calling `waiting` once."""
-    if count > len(pool):
-        raise ValueError(f"{count} GPUs asked; this machine's pool has {len(pool)} ({','.join(pool) or 'none'})")
-    folder.mkdir(parents=True, exist_ok=True)
-    guard = os.open(folder / "acquire.lock", os.O_RDWR | os.O_CREAT, 0o666)
-    told = False
-    try:
-        while True:
-            fcntl.flock(guard, fcntl.LOCK_EX)
-            held = {}
-            for device in pool:
-                descriptor = os.open(_lock_file(folder, device), os.O_RDWR | os.O_CREAT, 0o666)
-                try:
-                    fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    os.close(descriptor)
-                    continue
-                held[device] = descriptor
-                if len(held) == count:
-                    return held
-            for descriptor in held.values():
-                os.close(descriptor)
-            fcntl.flock(guard, fcntl.LOCK_UN)
-            if not told:
-                waiting()
-                told = True
-            time.sleep(poll)
-    finally:
-        os.close(guard)
-
-
-def exec_leased(count: int, command: list[str], environ: Mapping[str, str] = os.environ) -> None:
-    """Replace this process by `command` holding `count` GPUs of the pool, with
-    CUDA_VISIBLE_DEVICES naming them (in the pool's order). No lease for `count` 0 or under
-    SLURM (its own assignment stands)."""
-    env = dict(environ)
-    if count > 0 and SLURM_JOB not in environ:
-        pool = gpu_pool(environ)
-        held = acquire(count, pool, lock_folder(environ), waiting=lambda: _say_waiting(count, pool))
-        for descriptor in held.values():
-            os.set_inheritable(descriptor, True)  # the lock lives as long as the command does
-        env[VISIBLE] = ",".join(held)
-    os.execvpe(command[0], command, env)
-
-
-def _say_waiting(count: int, pool: list[str]) -> None:
-    print(f"gpu-lease: waiting for {count} of the GPUs {','.join(pool)} to be free", flush=True)
+    return given if given is not None else limit
 
 
 def lease_prefix(count: int) -> str:

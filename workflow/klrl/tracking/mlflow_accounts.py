@@ -48,13 +48,15 @@ def auth_environment(state: Path) -> dict[str, str]:
         write_secret(state / FLASK_SECRET, generate_password())
     if not (state / AUTH_DATABASE).exists():
         write_secret(state / AUTH_DATABASE, "")  # SQLite keeps the mode of the file it opens: 0600
-    (state / AUTH_CONFIG).write_text(
+    (state / AUTH_CONFIG).unlink(missing_ok=True)
+    write_secret(
+        state / AUTH_CONFIG,
         "[mlflow]\n"
         "default_permission = NO_PERMISSIONS\n"
         f"database_uri = sqlite:///{state / AUTH_DATABASE}\n"
         f"admin_username = {ADMIN}\n"
         "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
-        f"auth_cache_ttl_seconds = {AUTH_CACHE_S}\n"
+        f"auth_cache_ttl_seconds = {AUTH_CACHE_S}\n",
     )
     return {
         "MLFLOW_AUTH_CONFIG_PATH": str(state / AUTH_CONFIG),

@@ -36,21 +36,29 @@ def mlflow_server(
     host: str = "127.0.0.1",
     port: int | None = None,
     env: dict[str, str] | None = None,
+    log: Path | None = None,
 ):
     """`mlflow server` over `store_uri` on `host`:`port` (a free port by default), its address
     yielded once it answers /health; stopped with its whole process group, checked to leave
-    nothing behind. `env`: variables added to the server's environment."""
+    nothing behind. `env`: variables added to the server's environment; `log`: the file its
+    output is appended to (owner-only; by default it is dropped)."""
     port = port or free_port()
     command = [str(Path(sys.executable).parent / "mlflow"), "server", "--host", host, "--port", str(port), *options]
     command += ["--backend-store-uri", store_uri]
-    server = subprocess.Popen(
-        command,
-        cwd=cwd,
-        env={**os.environ, **(env or {})},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    output = private_log(log) if log else subprocess.DEVNULL
+    try:
+        server = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env={**os.environ, **(env or {})},
+            stdout=output,
+            stderr=output,
+            start_new_session=True,
+        )
+    finally:
+        if log:
+            os.close(output)
+    shown = f" (log: {log})" if log else ""
     address = f"http://{host}:{port}"
     deadline = time.monotonic() + STARTUP_S
     try:
@@ -60,13 +68,21 @@ def mlflow_server(
                     break
             except OSError:
                 if server.poll() is not None:
-                    raise RuntimeError(f"mlflow server exited with code {server.returncode}")
+                    raise RuntimeError(f"mlflow server exited with code {server.returncode}{shown}")
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"mlflow server did not answer /health within {STARTUP_S} s")
+                    raise RuntimeError(f"mlflow server did not answer /health within {STARTUP_S} s{shown}")
                 time.sleep(1)
         yield address
     finally:
         stop_group(server)
+
+
+def private_log(path: Path) -> int:
+    """A descriptor appending to the log file `path`, which only its owner reads (0600, made so
+    where it was wider): a server's log may quote a request or a connection string."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.fchmod(descriptor, 0o600)
+    return descriptor
 
 
 def _group_alive(leader: int) -> bool:

@@ -35,7 +35,8 @@ from pathlib import Path
 
 from klrl.tracking.credentials import generate_password, write_secret
 from klrl.tracking.mlflow_accounts import auth_environment, ensure_jobs_user, rotate_passwords
-from klrl.tracking.mlflow_process import free_port, mlflow_server, stop_group
+from klrl.tracking.mlflow_process import free_port, mlflow_server, private_log, stop_group
+from klrl.tracking.server_host import allowed_hosts, clear_http_problem, loopback
 
 DATABASE = "mlflow"
 ROLE = "klrl"
@@ -129,9 +130,9 @@ def postgres(state: Path, port: int | None = None, connections: int = 100):
         "-N",
         str(connections),
     ]
-    log = open(state / "postgres.log", "ab")
+    log = private_log(state / "postgres.log")
     server = subprocess.Popen(command, user=user, stdout=log, stderr=log, start_new_session=True)
-    log.close()
+    os.close(log)
     client = {**os.environ, **client_environment(state)}
     try:
         ready = [str(postgres_bin() / "pg_isready"), "-h", "127.0.0.1", "-p", str(port), "-U", ROLE, "-d", "postgres"]
@@ -158,11 +159,6 @@ def client_environment(state: Path) -> dict[str, str]:
     return {"PGPASSFILE": str(_password_file(Path(state).resolve()))}
 
 
-def loopback(host: str) -> bool:
-    """Whether `host` is this machine's loopback alone (127.0.0.0/8, ::1, localhost)."""
-    return host == "localhost" or host == "::1" or host.startswith("127.")
-
-
 @contextlib.contextmanager
 def tracking_server(
     state: Path,
@@ -171,12 +167,16 @@ def tracking_server(
     workers: int = 4,
     auth: bool = True,
     rotate: bool = False,
+    plain_http: bool = False,
 ):
     """PostgreSQL and `mlflow server` over it (artifacts under STATE/artifacts, served over HTTP),
     with MLflow's authentication (`auth`; required off loopback) and, with `rotate`, new
-    passwords for its accounts; yields the server's address, its `tracking.uri`."""
-    if not auth and not loopback(host):
-        raise ValueError(f"--host {host}: a server reachable from other machines requires authentication")
+    passwords for its accounts; yields the server's address. Off loopback it admits the host's
+    names (klrl.tracking.server_host) and starts only with `plain_http` (clear HTTP allowed)."""
+    problem = clear_http_problem(host, auth, plain_http)
+    if problem:
+        raise ValueError(problem)
+    port = port or free_port()
     state = Path(state).resolve()
     state.mkdir(parents=True, exist_ok=True)
     state.chmod(0o711 if _server_user() else 0o700)  # PostgreSQL's user, as root, must reach STATE/postgres
@@ -188,11 +188,16 @@ def tracking_server(
         **client_environment(state),
     }
     options = ["--workers", str(workers), "--artifacts-destination", str(state / "artifacts")]
+    if not loopback(host):
+        options += ["--allowed-hosts", ",".join(allowed_hosts(host, port))]
     if auth:
         environment |= auth_environment(state)
         options += ["--app-name", "basic-auth"]
     with postgres(state, connections=workers * (REQUEST_THREADS + POOL_OVERFLOW) + SPARE_CONNECTIONS) as database:
-        with mlflow_server(database, state, *options, host=host, port=port, env=environment) as address:
+        served = mlflow_server(
+            database, state, *options, host=host, port=port, env=environment, log=state / "mlflow.log"
+        )
+        with served as address:
             if auth:
                 ensure_jobs_user(state, address)
                 if rotate:

@@ -3,14 +3,15 @@
     python -m klrl gpu-lease --gpus 8 -- torchrun --standalone --nproc_per_node 8 -m klrl train ...
     python -m klrl gpu-lease --pool        # how many GPUs the pool has, and which
 
-The workflow's GPU jobs start this way on one machine: the command replaces this process with
-CUDA_VISIBLE_DEVICES set to the leased ids, and the lease ends when it does (SIGKILL included).
-Under SLURM the command runs as given, on SLURM's own assignment.
+The workflow's GPU jobs start this way: the command runs with CUDA_VISIBLE_DEVICES set to the
+leased ids, and the lease ends when the last process it started has ended (klrl.grid.leased_run),
+SIGKILL of the command included. Inside a SLURM allocation the pool is the allocation's devices.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 HELP = "run a command holding N of this machine's GPUs (CUDA_VISIBLE_DEVICES set to them), or print the pool"
 
@@ -22,7 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from klrl.grid.gpu_leases import exec_leased, gpu_pool, pool_text
+    from klrl.grid.gpu_leases import gpu_pool, pool_text
+    from klrl.grid.leased_run import run_leased
 
     if args.pool:
         pool = gpu_pool()
@@ -33,4 +35,4 @@ def run(args: argparse.Namespace) -> None:
         raise ValueError("no command given (after --)")
     if args.gpus < 0:
         raise ValueError(f"--gpus {args.gpus} is negative")
-    exec_leased(args.gpus, command)
+    sys.exit(run_leased(args.gpus, command))
