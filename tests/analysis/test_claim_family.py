@@ -4,7 +4,7 @@ exact values and by planted-effect studies through the run's own code (klrl.anal
 import numpy as np
 import pytest
 
-from klrl.analysis.claim_family import Side, combine, shaffer_holm, verdict, welch
+from klrl.analysis.claim_family import Side, combine, decide_claims, shaffer_holm, verdict, welch
 from klrl.analysis.contrasts import Contrast
 from klrl.analysis.mechanism_claims import LOWER, MECHANISM_CLAIMS
 from klrl.analysis.mechanism_power import Shape, falsely_decided, verdict_shares, verdicts_per_study
@@ -137,3 +137,22 @@ def test_the_mechanism_block_is_generated_from_the_claims_table(tmp_path):
     assert len(lines) == len(claims) == 11
     assert lines[0].startswith("- K1 in the reward holds KL(π‖πref) below no KL's at every β (tiny): **reproduced**")
     assert "predicted by k1-loss: zero" in next(line for line in lines if "K1 in the loss does not" in line)
+
+
+def test_a_claim_the_plan_declares_not_testable_is_reported_so_and_left_out_of_the_family():
+    side = Side("greater", 0.0, 0.1)
+    rows = [Contrast(0.2, 0.08, 10)]
+    alone = decide_claims([(side, "pooled", rows)])
+    with_declared = decide_claims([(side, "pooled", rows), (side, "pooled", rows)], [None, 14])
+    assert with_declared[1]["verdict"] == "not testable at this scale"
+    assert "14 seeds per configuration" in with_declared[1]["reason"]
+    assert with_declared[0]["p_present_adjusted"] == pytest.approx(alone[0]["p_present_adjusted"])
+
+
+def test_the_plan_records_what_it_declares_not_testable_and_refuses_an_unknown_claim():
+    from klrl.analysis.preregistration import plan_of
+
+    cells = [{"model": "tiny", "kl": "k1-reward", "beta": 1.0, "policy": "on", "lag": 0, "seed": 0}]
+    assert plan_of(cells, {"k3-reward-collapses": 30})["not_testable"] == {"k3-reward-collapses": 30}
+    with pytest.raises(ValueError, match="not_testable: no claim named k9-nowhere"):
+        plan_of(cells, {"k9-nowhere": 3})

@@ -38,6 +38,7 @@ ALPHA = 0.05
 COMBINES = ("every", "pooled")
 DIRECTIONS = ("greater", "less", "equivalent")
 VERDICTS = (
+    "not testable at this scale",
     "reproduced",
     "reproduced, below its size",
     "absent at its size",
@@ -220,13 +221,26 @@ DECISION_COLUMNS = (
 )
 
 
-def decide_claims(entries: list[tuple[Side, str, list]]) -> list[dict]:
+NOT_TESTABLE = "not testable at this scale"
+
+
+def decide_claims(entries: list[tuple[Side, str, list]], seeds_needed: list[int | None] | None = None) -> list[dict]:
     """One family: each entry (a claim on one model) is its side, how its rows combine and its
-    rows' tests (none: the claim is not in this grid); per entry the DECISION_COLUMNS."""
-    tested = [combine(side, how, rows) if rows else None for side, how, rows in entries]
+    rows' tests (none: the claim is not in this grid); per entry the DECISION_COLUMNS. An entry
+    whose `seeds_needed` is given was declared not testable at this scale by the study's plan:
+    it is reported so, with the seeds it would need, and left out of the family."""
+    seeds_needed = seeds_needed or [None] * len(entries)
+    tested = [
+        combine(side, how, rows) if rows and not needed else None
+        for (side, how, rows), needed in zip(entries, seeds_needed)
+    ]
     adjusted = shaffer_holm([(t.p_present, t.p_size) if t else (np.nan, np.nan) for t in tested])
     decisions = []
-    for (side, _, rows), test, adjusted_p in zip(entries, tested, adjusted):
+    for (side, _, rows), test, adjusted_p, needed in zip(entries, tested, adjusted, seeds_needed):
+        if needed:
+            reason = f"the plan declared it: {needed} seeds per configuration for 80% power at its size"
+            decisions.append({"rows": len(rows), "verdict": NOT_TESTABLE, "reason": reason})
+            continue
         if test is None:
             decisions.append({"rows": 0, "verdict": "not in this grid", "reason": ""})
             continue

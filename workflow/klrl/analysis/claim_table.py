@@ -10,10 +10,16 @@ a pooled one; the reason names it either way.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from klrl.analysis.claim_family import DECISION_COLUMNS, decide_claims
 from klrl.analysis.claims import CLAIMS, Claim
-from klrl.analysis.verdicts import claim_rows
+from klrl.analysis.mechanism_claims import (
+    CLAIM_COLUMNS as MECHANISM_CLAIM_COLUMNS,
+    ROW_COLUMNS as MECHANISM_ROW_COLUMNS,
+    mechanism_tables,
+)
+from klrl.analysis.verdicts import COLUMNS as ROW_COLUMNS, claim_rows
 
 COLUMNS = (
     "claim",
@@ -44,9 +50,11 @@ class Untested:
         return np.nan, np.nan
 
 
-def claim_table(rows: list[dict], claims: tuple[Claim, ...] = CLAIMS) -> list[dict]:
+def claim_table(rows: list[dict], claims: tuple[Claim, ...] = CLAIMS, not_testable: dict | None = None) -> list[dict]:
     """One entry per claim and model of `rows` (the claims table's rows, each with its "_test"
-    where it has one), decided together; a claim with no row in the grid is `not in this grid`."""
+    where it has one), decided together; a claim with no row in the grid is `not in this grid`,
+    one the plan declared `not_testable` (claim → seeds it would need) is reported so."""
+    not_testable = not_testable or {}
     entries, heads, notes, counts = [], [], [], []
     for claim in claims:
         own = [row for row in rows if row["claim"] == claim.name and row.get("verdict") != "not in this grid"]
@@ -75,7 +83,8 @@ def claim_table(rows: list[dict], claims: tuple[Claim, ...] = CLAIMS) -> list[di
                 }
             )
     table = []
-    for head, decision, note, count in zip(heads, decide_claims(entries), notes, counts):
+    needed = [not_testable.get(head["claim"]) for head in heads]
+    for head, decision, note, count in zip(heads, decide_claims(entries, needed), notes, counts):
         reason = "; ".join(part for part in (decision.get("reason", ""), note) if part)
         table.append(dict.fromkeys(COLUMNS, np.nan) | head | decision | {"reason": reason, "rows": count})
     return table
@@ -90,8 +99,16 @@ def _where(row: dict) -> str:
     return ", ".join(parts)
 
 
-def paper_claim_tables(results) -> tuple[list[dict], list[dict]]:
-    """(the claims' rows, descriptive; the claims table) of a run's results."""
+def claim_frames(results, not_testable: dict | None = None) -> dict[str, pd.DataFrame]:
+    """A run's claims tables: the paper's claims and their descriptive rows, the mechanism claims
+    and theirs; `not_testable`: the claims its plan declared so, with the seeds each would need."""
     rows = claim_rows(results)
-    table = claim_table(rows)
-    return [{key: value for key, value in row.items() if key != "_test"} for row in rows], table
+    mechanism_rows, mechanism_claims = mechanism_tables(results, not_testable)
+    return {
+        "claims": pd.DataFrame(claim_table(rows, not_testable=not_testable), columns=COLUMNS),
+        "claim_rows": pd.DataFrame(
+            [{key: value for key, value in row.items() if key != "_test"} for row in rows], columns=ROW_COLUMNS
+        ),
+        "mechanism_claims": pd.DataFrame(mechanism_claims, columns=MECHANISM_CLAIM_COLUMNS),
+        "mechanism_rows": pd.DataFrame(mechanism_rows, columns=MECHANISM_ROW_COLUMNS),
+    }

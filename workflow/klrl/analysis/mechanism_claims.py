@@ -154,8 +154,10 @@ def seed_values(results) -> dict[tuple, dict[str, np.ndarray]]:
     }
 
 
-def mechanism_tables(results) -> tuple[list[dict], list[dict]]:
-    """(descriptive rows, one per claim × model × β or β step; the claims, decided as one family)."""
+def mechanism_tables(results, not_testable: dict | None = None) -> tuple[list[dict], list[dict]]:
+    """(descriptive rows, one per claim × model × β or β step; the claims, decided as one family;
+    those the plan declared `not_testable` (claim → seeds it would need) reported so)."""
+    not_testable = not_testable or {}
     values = seed_values(results)
     models = sorted({model for model, _ in values})
     rows, tested = [], []
@@ -174,7 +176,10 @@ def mechanism_tables(results) -> tuple[list[dict], list[dict]]:
                 rows[-1]["kind"] = "descriptive"
                 contrasts.append(row)
             tested.append((claim, model, contrasts))
-    decisions = decide_claims([(claim.side, claim.combine, contrasts) for claim, _, contrasts in tested])
+    decisions = decide_claims(
+        [(claim.side, claim.combine, contrasts) for claim, _, contrasts in tested],
+        [not_testable.get(claim.name) for claim, _, _ in tested],
+    )
     claims = [
         {
             "claim": claim.name,

@@ -68,8 +68,15 @@ def planned_rows(cells: list[dict]) -> list[dict]:
     return rows
 
 
-def plan_of(cells: list[dict]) -> dict:
-    """The plan for cells given by their tags (model, kl, beta, policy, lag, seed)."""
+def plan_of(cells: list[dict], not_testable: dict | None = None) -> dict:
+    """The plan for cells given by their tags (model, kl, beta, policy, lag, seed); `not_testable`:
+    the claims the study declares not testable at this scale, each with the seeds per
+    configuration it would need (the config's `not_testable`)."""
+    not_testable = dict(sorted((not_testable or {}).items()))
+    known = {c.name for c in CLAIMS} | {c.name for c in MECHANISM_CLAIMS}
+    unknown = sorted(set(not_testable) - known)
+    if unknown:
+        raise ValueError(f"not_testable: no claim named {', '.join(unknown)} (klrl.analysis.claims, mechanism_claims)")
     configurations: dict[str, list[int]] = {}
     for tags in cells:
         key = f"{tags['model']}/" + _configuration((tags["kl"], tags["beta"], tags["policy"], tags["lag"]))
@@ -109,6 +116,7 @@ def plan_of(cells: list[dict]) -> dict:
     return {
         "claims": claims,
         "mechanism_claims": mechanism,
+        "not_testable": not_testable,
         "rows": planned_rows(cells),
         "family": {
             "correction": CORRECTION,
@@ -151,7 +159,7 @@ def record_plan(config: dict, layout: Layout | None = None) -> tuple[str, bool]:
     appends it to plans.jsonl with the count of cells finished so far. Returns (hash, new).
     `layout`: where the run's files are (default: the config's, results/<experiment>)."""
     layout = layout or Layout.of(config)
-    plan = plan_of(grid_cells(config))
+    plan = plan_of(grid_cells(config), config.get("not_testable"))
     digest = plan_hash(plan)
     layout.plan().parent.mkdir(parents=True, exist_ok=True)
     layout.plan().write_text(json.dumps({"hash": digest, "plan": plan}, indent=2) + "\n")
@@ -196,12 +204,17 @@ def verify(source: str) -> list[str]:
     return checked
 
 
+def declared_not_testable(history: list[dict]) -> dict:
+    """The claims the last recorded plan declared not testable at this scale (claim → seeds)."""
+    return history[-1]["plan"].get("not_testable", {}) if history else {}
+
+
 def analysis_record(cells: list[dict], layout: Layout) -> dict:
     """The plan of the analysed cells, its hash, the recorded plans, and whether the analysis
     followed the last recorded plan (same hash) and whether that plan preceded every result."""
-    plan = plan_of(cells)
-    digest = plan_hash(plan)
     history = recorded_plans(layout)
+    plan = plan_of(cells, declared_not_testable(history))
+    digest = plan_hash(plan)
     followed = bool(history) and history[-1]["hash"] == digest
     return {
         "hash": digest,

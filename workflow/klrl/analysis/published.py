@@ -31,15 +31,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from klrl.analysis.mechanism_claims import (
-    CLAIM_COLUMNS as MECHANISM_CLAIM_COLUMNS,
-    ROW_COLUMNS as MECHANISM_ROW_COLUMNS,
-    mechanism_tables,
-)
-from klrl.analysis.preregistration import plan_hash, plan_of
+from klrl.analysis.preregistration import declared_not_testable, plan_hash, plan_of
 from klrl.analysis.tables import CELL_TAGS, main_rows, write_table
-from klrl.analysis.claim_table import COLUMNS as CLAIM_COLUMNS, paper_claim_tables
-from klrl.analysis.verdicts import COLUMNS as CLAIM_ROW_COLUMNS, VARIANCE_COLUMNS, ScoreIndex, variance_rows
+from klrl.analysis.claim_table import claim_frames
+from klrl.analysis.verdicts import VARIANCE_COLUMNS, ScoreIndex, variance_rows
 
 COPIED = ("provenance.csv", "plan.json", "table1.md", "table2.md", "paper_comparison.md")
 MECHANISM_MEASURES = ("kl_reverse", "objective")  # the final policy's, klrl.analysis.mechanism_claims
@@ -161,19 +156,14 @@ def regenerate(folder: Path, out: Path) -> dict:
     written to `out` with the copied ones, as `klrl aggregate` writes a run's; returns run.json."""
     results = PublishedResults(folder)
     out.mkdir(parents=True, exist_ok=True)
-    claim_row_records, claims = paper_claim_tables(results)
-    write_table(pd.DataFrame(claims, columns=CLAIM_COLUMNS), out, "claims", ("csv", "md"))
-    write_table(pd.DataFrame(claim_row_records, columns=CLAIM_ROW_COLUMNS), out, "claim_rows", ("csv", "md"))
+    record = json.loads((folder / "plan.json").read_text())
+    for name, frame in claim_frames(results, declared_not_testable(record.get("recorded", []))).items():
+        write_table(frame, out, name, ("csv", "md"))
     write_table(pd.DataFrame(variance_rows(results), columns=VARIANCE_COLUMNS), out, "variance", ("csv", "md"))
     write_table(pd.DataFrame(main_rows(results)), out, "main")
-    mechanism_rows, mechanism_claims = mechanism_tables(results)
-    write_table(pd.DataFrame(mechanism_rows, columns=MECHANISM_ROW_COLUMNS), out, "mechanism_rows", ("csv", "md"))
-    write_table(pd.DataFrame(mechanism_claims, columns=MECHANISM_CLAIM_COLUMNS), out, "mechanism_claims", ("csv", "md"))
     for name in COPIED:
         shutil.copy(folder / name, out / name)
-    (out / "plan.json").write_text(
-        json.dumps(reanalysed(json.loads((folder / "plan.json").read_text()), results), indent=2) + "\n"
-    )
+    (out / "plan.json").write_text(json.dumps(reanalysed(record, results), indent=2) + "\n")
     return json.loads((folder / "run.json").read_text())
 
 
@@ -181,9 +171,9 @@ def reanalysed(record: dict, results) -> dict:
     """A published analysis record (tables/plan.json) as the code of the moment analyses the same
     cells: its plan and hash, and whether that is still the plan the workflow recorded last (the
     rules or the claims may have changed since the run)."""
-    plan = plan_of(list(results.cells.values()))
-    digest = plan_hash(plan)
     history = record.get("recorded", [])
+    plan = plan_of(list(results.cells.values()), declared_not_testable(history))
+    digest = plan_hash(plan)
     followed = bool(history) and history[-1]["hash"] == digest
     fixed = followed and history[-1]["cells_finished"] == 0
     return record | {"hash": digest, "plan": plan, "followed": followed, "fixed_before_results": fixed}

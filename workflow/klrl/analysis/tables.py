@@ -60,13 +60,8 @@ from klrl.core.provenance import PROVENANCE_COLUMNS, commit_rows
 from klrl.core.files import read_jsonl
 from klrl.core.paths import Layout, samples_file
 from klrl.analysis.bootstrap import bootstrap_mean_ci
-from klrl.analysis.mechanism_claims import (
-    CLAIM_COLUMNS as MECHANISM_CLAIM_COLUMNS,
-    ROW_COLUMNS as MECHANISM_ROW_COLUMNS,
-    mechanism_tables,
-)
-from klrl.analysis.claim_table import COLUMNS as CLAIM_COLUMNS, paper_claim_tables
-from klrl.analysis.verdicts import COLUMNS as CLAIM_ROW_COLUMNS, VARIANCE_COLUMNS, variance_rows
+from klrl.analysis.claim_table import claim_frames
+from klrl.analysis.verdicts import VARIANCE_COLUMNS, variance_rows
 from klrl.training.config import TrainConfig, load_config
 from klrl.training.record import read_metrics
 
@@ -335,20 +330,15 @@ def aggregate(cells: list[str], out: Path, root: Path, scale: str = "toy") -> di
     }
     tables["paper_comparison"] = pd.DataFrame(paper_comparison_rows(tables["main"], tables["table1"], scale))
     tables["table2"] = pd.DataFrame(table2_rows())
-    claim_row_records, claims = paper_claim_tables(results)
-    tables["claims"] = pd.DataFrame(claims, columns=CLAIM_COLUMNS)
-    tables["claim_rows"] = pd.DataFrame(claim_row_records, columns=CLAIM_ROW_COLUMNS)
+    record = analysis_record(list(results.cells.values()), results.layout)
+    not_testable = record["plan"]["not_testable"]
+    tables |= claim_frames(results, not_testable)
     tables["variance"] = pd.DataFrame(variance_rows(results), columns=VARIANCE_COLUMNS)
     tables["mechanism"] = pd.DataFrame(mechanism_cell_rows(results), columns=["cell", *CELL_TAGS, *MEASURED])
-    mechanism_rows, mechanism_claims = mechanism_tables(results)
-    tables["mechanism_rows"] = pd.DataFrame(mechanism_rows, columns=MECHANISM_ROW_COLUMNS)
-    tables["mechanism_claims"] = pd.DataFrame(mechanism_claims, columns=MECHANISM_CLAIM_COLUMNS)
     tables["provenance"] = pd.DataFrame(
         commit_rows([results.status(cell) for cell in cells]), columns=PROVENANCE_COLUMNS
     )
-    (out / "plan.json").write_text(
-        json.dumps(analysis_record(list(results.cells.values()), results.layout), indent=2) + "\n"
-    )
+    (out / "plan.json").write_text(json.dumps(record, indent=2) + "\n")
     formats = {
         "scores": ("csv",),
         "curves": ("csv",),
