@@ -52,8 +52,9 @@ def doc_block(rows: list[dict]) -> str:
     return "\n".join([BEGIN, header, "", markdown(rows).rstrip("\n"), END])
 
 
-def setting_report(config: str, name: str, rows: list[dict]) -> str:
-    """`klrl audit --config`: the config's setting `name` in every mode and what to change for the
+def setting_report(config: str, name: str, rows: list[dict], target: str = "") -> str:
+    """`klrl audit --config`: the config's setting `name` in every mode (`target`: the gradient its reading
+    names, said where the toy's exact one is none the registry names) and what to change for the
     gradient it states, the sequence's reverse KL's, from `gradients.setting_rows`' rows: the settings
     whose on-policy gradient is that (every mode), else the per-token reverse KL's (on-policy)."""
     first = rows[0]
@@ -72,9 +73,11 @@ def setting_report(config: str, name: str, rows: list[dict]) -> str:
         if unbiased:
             lines += ["", f"{library}'s other settings with that gradient on-policy:", "", *_table(rows, unbiased)]
         return "\n".join(lines) + "\n"
+    gradient = _gradient(on[name])
+    if on[name] == OTHER and target:  # e.g. a clamp that acts on the toy: the reading's target, not exactly
+        gradient += f" exactly (read: {target})"
     lines.append(
-        f"On-policy its expected gradient is {_gradient(on[name])}, not the sequence's reverse KL's, the objective "
-        "the config states."
+        f"On-policy its expected gradient is {gradient}, not the sequence's reverse KL's, the objective the config states."
     )
     if unbiased:
         lines += [f"For that gradient on-policy, change to one of {library}'s settings:", "", *_table(rows, unbiased)]

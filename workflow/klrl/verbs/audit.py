@@ -7,10 +7,12 @@ repeated, several) and a missing environment is one line naming its make target.
 `<!-- audit:begin -->` … `<!-- audit:end -->` needs every library: it is this command's table and
 the one-line reasons for the libraries without an adapter, under the line naming the command.
 
---config FILE reads a user's own config of one library (`klrl.audit.user_config`: TRL's GRPOConfig
-or RLOOConfig fields, verl's Hydra YAML, OpenRLHF's train_ppo_ray flags) and prints the audited
-setting it is, that setting's row, and the library's settings whose on-policy gradient is the
-sequence's reverse KL's; or one line when the file applies no KL term.
+--config FILE reads a researcher's launch file (`klrl.audit.user_config`: a verl script, override list
+or YAML; an OpenRLHF script, old or new flags; TRL's GRPOConfig or RLOOConfig YAML) and prints what
+it was read as (the library and why, each KL key with its line, the KL configuration, its gradient's
+target, the change that makes it unbiased), then the audited setting's row and the library's
+settings whose on-policy gradient is the sequence's reverse KL's; or one line when the file
+applies no KL term.
 """
 
 from __future__ import annotations
@@ -35,9 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--config",
         type=Path,
         metavar="FILE",
-        help="a config file of TRL (GRPOConfig/RLOOConfig fields, YAML or JSON), verl (Hydra YAML) or OpenRLHF "
-        "(train_ppo_ray flags, or a script running it): its setting's row and what gives the sequence's reverse "
-        "KL's gradient (--library: which library the file is, if its keys do not tell)",
+        help="a launch file of verl (a script running verl.trainer.main_ppo, its overrides, or YAML), OpenRLHF "
+        "(a script running train_ppo_ray, or its flags) or TRL (GRPOConfig/RLOOConfig YAML or JSON): what it "
+        "optimises, its setting's row and what gives the sequence's reverse KL's gradient (--library: which "
+        "library the file is, if it does not tell)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the toy problem (πθ, πref, μ)")
     parser.add_argument("--vocab", type=int, default=3, help="vocabulary size V")
@@ -78,24 +81,28 @@ def run(args: argparse.Namespace) -> None:
 
 
 def config(args: argparse.Namespace) -> None:
-    """--config: the file's setting, its row and the advice, or one line when it applies no KL term."""
+    """--config: what the file was read as, then its setting's rows and the advice (or one line when it
+    applies no KL term); the reading is printed before the rows are computed, so a missing library
+    environment loses none of it."""
     from klrl.audit.gradients import COLUMNS
     from klrl.audit.libraries import library_name, library_rows
     from klrl.audit.report import setting_report
-    from klrl.audit.user_config import read_setting
+    from klrl.audit.user_config import read_config
     from klrl.toy.bias import write_csv
 
     if args.library and len(args.library) > 1:
         raise ValueError("--config: one --library at most (the library the file is)")
-    library, setting, no_kl = read_setting(args.config, library_name(args.library[0]) if args.library else None)
-    if setting is None:
-        print(f"{args.config}: {library} applies no KL term ({no_kl}): nothing to audit")
+    reading = read_config(args.config, library_name(args.library[0]) if args.library else None)
+    print("\n".join(reading.lines(args.config)))
+    if reading.setting is None:
+        print(f"{args.config}: {reading.library} applies no KL term ({reading.no_kl}): nothing to audit")
         return
     try:
-        rows = library_rows(library, args.vocab, args.horizon, args.seed, setting)
+        rows = library_rows(reading.library, args.vocab, args.horizon, args.seed, reading.setting)
     except ValueError as error:
         raise ValueError(f"{args.config}: {error}") from None
-    print(setting_report(str(args.config), setting, rows), end="")
+    print()
+    print(setting_report(str(args.config), reading.setting, rows, reading.target), end="")
     if args.out:
         write_csv(rows, args.out, COLUMNS)
         print(f"wrote {len(rows)} rows to {args.out}")
