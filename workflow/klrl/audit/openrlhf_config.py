@@ -38,6 +38,7 @@ KL_FLAGS = {
     "algo.advantage.is_correction_mode": ("mask", ("mask", "clip"), 269),
     "algo.advantage.is_correction_gating": ("ratio", ("ratio", "binary_kl", "tv"), 276),
 }
+CLAMP = 10.0  # compute_approx_kl clamps every estimator's value to [-10, 10] (models/utils.py:113 at 0.11.2)
 FIX = "drop --algo.kl.use_loss and set --algo.kl.estimator k1 (K1 in the reward) with --algo.advantage.estimator rloo"
 
 
@@ -169,9 +170,11 @@ def read(path: Path, values: dict, why: str, notes: list[str]) -> Reading:
         unbiased = get("algo.kl.unbiased_gradient")
         reading.kl = (
             f"{estimator} in the loss{' with the reverse KL gradient (unbiased_gradient)' if unbiased else ''}, "
-            f"aggregated {aggregation}, β = {beta:g}"
+            f"its value clamped to [-{CLAMP:g}, {CLAMP:g}], aggregated {aggregation}, β = {beta:g}"
         )
         reading.target = TARGETS["k1-loss-tokis" if unbiased else f"{estimator}-loss"]
+        if not unbiased:
+            reading.target += "; zero where the clamp acts"
         # with unbiased_gradient every estimator has the same gradient (the flag's help, train_ppo_ray.py:458-465
         # at 0.11.2: "k1/k2/k3 share the same unbiased gradient"): the audited row is k3's
         reading.setting = openrlhf_adapter.loss_name("k3" if unbiased else estimator, unbiased, aggregation)

@@ -11,7 +11,7 @@ whitespace as bash splits it. The script's own arguments (`$@`, `$*`, `$1` …) 
 run without arguments.
 
 Not understood, and named by each word that holds it (`Word.unknown`): command substitution
-`$(…)` and backquotes, arithmetic `$((…))`, other `${…}` forms, and a variable the script never
+`$(…)` and backquotes, arithmetic `$((…))`, other `${…}` forms (`${#NAME}`, `${NAME/a/b}`, …), and a variable the script never
 assigns (from the caller's environment: taken as empty, as in a bare shell).
 """
 
@@ -90,26 +90,50 @@ def _assigned(raw: _Raw, name: str):
     return _Raw(parts, raw.line), None
 
 
-_EXPANSION = re.compile(r"\$\(\(.*?\)\)|\$\([^)]*\)?|`[^`]*`?|\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|\$[@*#0-9]|\$")
+_NAME_EXPANSION = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*|\$[@*#0-9]")
+
+
+def _expansions(text: str):
+    """(start, end) of each `$…` or backquoted expansion in a word's text, nested ones whole."""
+    index = 0
+    while True:
+        index = min((found for found in (text.find("$", index), text.find("`", index)) if found >= 0), default=-1)
+        if index < 0:
+            return
+        if text[index] == "`":
+            close = text.find("`", index + 1)
+            end = len(text) if close < 0 else close + 1
+        elif text.startswith("$(", index):
+            close = _closing_paren(text, index + 1)
+            end = len(text) if close < 0 else close + 1
+        elif text.startswith("${", index):
+            close = _closing_paren(text, index + 1, "{}")
+            end = len(text) if close < 0 else close + 1
+        else:
+            match = _NAME_EXPANSION.match(text, index)
+            end = match.end() if match else index + 1
+        yield index, end
+        index = end
 
 
 def _expand(raw: _Raw, variables: dict, unknown_values: dict, split: bool = True) -> list[Word]:
     """The words one raw word expands to (several for an array or an unquoted split)."""
     words: list[list[str]] = [[]]  # the words so far, each a list of pieces
     unknown: list[str] = []
-    started = False
+    started = vanished = False
     for text, quoted, expand in raw.parts:
         if not expand:
             words[-1].append(text)
             started = True
             continue
         position = 0
-        for match in _EXPANSION.finditer(text):
-            words[-1].append(text[position : match.start()])
-            position = match.end()
-            values, whole, problem = _value(match.group(), variables, unknown_values)
+        for start, end in _expansions(text):
+            words[-1].append(text[position:start])
+            position = end
+            values, whole, problem = _value(text[start:end], variables, unknown_values)
             unknown += problem
-            if whole and quoted:  # "${A[@]}": one word per element
+            if whole and quoted:  # "${A[@]}": one word per element, none for an empty array
+                vanished = vanished or not values
                 if values:
                     words[-1].append(values[0])
                     words += [[value] for value in values[1:]]
@@ -130,12 +154,16 @@ def _expand(raw: _Raw, variables: dict, unknown_values: dict, split: bool = True
         words[-1].append(text[position:])
         started = started or quoted
     texts = ["".join(pieces) for pieces in words]
+    if vanished and texts == [""]:
+        return []
     kept = [t for i, t in enumerate(texts) if t or (started and len(texts) == 1)]
     return [Word(t, raw.line, tuple(dict.fromkeys(unknown))) for t in kept]
 
 
 def _value(expansion: str, variables: dict, unknown_values: dict) -> tuple[list[str], bool, list[str]]:
     """(values, is a whole array, what is not understood) of one `$…` expansion."""
+    if expansion.startswith("$(("):
+        return [expansion], False, [f"arithmetic {expansion}"]
     if expansion.startswith(("$(", "`")):
         return [expansion], False, [f"command substitution {expansion}"]
     if expansion == "$":
@@ -147,6 +175,9 @@ def _value(expansion: str, variables: dict, unknown_values: dict) -> tuple[list[
     if not match:
         return [expansion], False, [f"the expansion {expansion}"]
     name, index, operator, default = match.groups()
+    if operator:  # the default is itself a word: quotes and expansions of its own
+        default_words = _expand(_Raw([(default.strip('"'), True, True)], 0), variables, unknown_values, split=False)
+        default = default_words[0].text if default_words else ""
     if name not in variables:
         if operator:
             return [default], False, []
@@ -213,10 +244,8 @@ def _statements(path: Path, text: str) -> list[list[_Raw]]:
                 i += 1
             continue
         if char in "'\"":
-            close = i + 1
-            while close < n and text[close] != char:
-                close += 2 if char == '"' and text[close] == "\\" else 1
-            if close >= n:
+            close = _closing_quote(text, i)
+            if close < 0:
                 raise ValueError(f"{path}:{line}: not valid shell words: No closing quotation")
             body = text[i + 1 : close]
             if char == '"':
@@ -239,13 +268,17 @@ def _statements(path: Path, text: str) -> list[list[_Raw]]:
             end_statement()
             i += len(operator)
             continue
+        if text.startswith("${", i):
+            close = _closing_paren(text, i + 1, "{}")
+            if close < 0:
+                raise ValueError(f"{path}:{line}: not valid shell words: a ${{ without its closing }}")
+            parts.append((text[i : close + 1], False, True))
+            i = close + 1
+            continue
         if char == "$" and text.startswith("$(", i):
-            depth, close = 0, i + 1
-            while close < n:
-                depth += {"(": 1, ")": -1}.get(text[close], 0)
-                if depth == 0:
-                    break
-                close += 1
+            close = _closing_paren(text, i + 1)
+            if close < 0:
+                raise ValueError(f"{path}:{line}: not valid shell words: a $( without its closing )")
             parts.append((text[i : close + 1], False, True))
             line += text.count("\n", i, close)
             i = close + 1
@@ -257,13 +290,51 @@ def _statements(path: Path, text: str) -> list[list[_Raw]]:
     return statements
 
 
+def _closing_quote(text: str, start: int) -> int:
+    """The index of the quote that closes the one at `start` ("…" may hold $(…) with quotes of its own); -1: none."""
+    quote, index = text[start], start + 1
+    while 0 <= index < len(text):
+        char = text[index]
+        if char == quote:
+            return index
+        if quote == '"' and char == "\\":
+            index += 1
+        elif quote == '"' and text.startswith("$(", index):
+            index = _closing_paren(text, index + 1)
+            if index < 0:
+                return -1
+        index += 1
+    return -1
+
+
+def _closing_paren(text: str, start: int, pair: str = "()") -> int:
+    """The index of the `)` (or pair[1]) that closes the one at `start`, past quotes and nesting; -1: none."""
+    depth, index = 0, start
+    while 0 <= index < len(text):
+        char = text[index]
+        if char in "'\"" and pair == "()":
+            index = _closing_quote(text, index)
+            if index < 0:
+                return -1
+        elif char == "\\":
+            index += 1
+        elif char == pair[0]:
+            depth += 1
+        elif char == pair[1]:
+            depth -= 1
+            if depth == 0:
+                return index
+        index += 1
+    return -1
+
+
 def _array_end(text: str, start: int) -> int:
     """The index of the `)` that closes the array opened at `start`, past quotes and comments; -1: none."""
     index = start + 1
     while 0 <= index < len(text):
         char = text[index]
         if char in "'\"":
-            index = text.find(char, index + 1)
+            index = _closing_quote(text, index)
             if index < 0:
                 return -1
         elif char == "#" and text[index - 1].isspace():

@@ -59,7 +59,7 @@ def read(path: Path, data: dict, key_lines: dict) -> Reading:
     notes = [f"ignored (not a field of TRL's configs): {', '.join(ignored)}"] if ignored else []
     only = {"grpo": sorted(set(data) & (set(grpo) - set(rloo))), "rloo": sorted(set(data) & (set(rloo) - set(grpo)))}
     trainer = data.get("trainer") or next((name for name, keys in only.items() if keys), None)
-    named = [name for name in ("grpo", "rloo") if name in str(path).lower()]
+    named = [name for name in ("grpo", "rloo") if name in f"{path.parent.name}/{path.name}".lower()]
     how = "trainer key" if "trainer" in data else "its fields" if trainer else f"the path names {''.join(named)}"
     if trainer is None and len(named) == 1:  # a recipe's folder or name (open-r1's recipes/<model>/grpo/)
         trainer = named[0]

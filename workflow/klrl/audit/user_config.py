@@ -40,12 +40,11 @@ LOOKED_FOR = (
 
 def read_config(path: Path, library: str | None = None) -> Reading:
     """The file's library (`library` if given) and the audited setting it states; ValueError: one line."""
-    with time_bound(path):
-        text = read_text(path)
-        if path.suffix in (".yaml", ".yml", ".json"):
-            reading = _mapping_file(path, text, library)
-        else:
-            reading = _script(path, text, library)
+    text = read_text(path)
+    if path.suffix in (".yaml", ".yml", ".json"):
+        reading = _mapping_file(path, text, library)
+    else:
+        reading = _script(path, text, library)
     if (
         reading.setting is not None
         and reading.setting not in importlib.import_module(ADAPTERS[reading.library][1]).names()
@@ -62,10 +61,8 @@ def _not_audited(path: Path, library: str, why: str) -> ValueError:
 
 
 def _mapping_file(path: Path, text: str, library: str | None) -> Reading:
-    if path.suffix == ".json":
-        data, lines = json_mapping(path, text), {}
-    else:
-        data, lines = yaml_document(path, text)
+    with time_bound(path):
+        data, lines = (json_mapping(path, text), {}) if path.suffix == ".json" else yaml_document(path, text)
     if not isinstance(data, dict):
         raise ValueError(f"{path}: not a mapping of config keys")
     heads = {str(key).split(".")[0] for key in data}
@@ -89,7 +86,8 @@ def _mapping_file(path: Path, text: str, library: str | None) -> Reading:
 
 def _script(path: Path, text: str, library: str | None) -> Reading:
     found = []  # (library, the command word and its line, the words after it)
-    every = commands(path, text)
+    with time_bound(path):
+        every = commands(path, text)
     for command in every:
         for index, word in enumerate(command):
             if VERL_COMMAND.search(word.text):
