@@ -46,7 +46,11 @@ def commands(path: Path, text: str) -> list[list[Word]]:
     variables: dict[str, list[str]] = {}
     unknown_values: dict[str, tuple[str, ...]] = {}
     result, total = [], 0
-    for statement in _statements(path, text):
+    try:
+        statements = _statements(path, text)
+    except RecursionError:  # quotes and $( … ) nested thousands deep
+        raise refuse(path, "quotes and substitutions nested over Python's recursion limit") from None
+    for statement in statements:
         words = [raw for raw in statement if raw is not None]
         index = 0
         while index < len(words) and _joined(words[index]) in DECLARERS:
@@ -196,10 +200,13 @@ def _statements(path: Path, text: str) -> list[list[_Raw]]:
     """The script's statements, each a list of raw words (a word's parts keep their quoting)."""
     statements, words, parts = [], [], []
     line, start_line, i, n = 1, 1, 0, len(text)
-    skip_next = False
+    skip_next, count = False, 0
 
     def end_word():
-        nonlocal parts, skip_next
+        nonlocal parts, skip_next, count
+        count += bool(parts)
+        if count > MAX_WORDS:
+            raise refuse(path, f"over {MAX_WORDS:,} shell words (the token cap)")
         if parts:
             raw = _Raw(parts, start_line)
             if skip_next:

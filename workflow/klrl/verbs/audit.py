@@ -48,15 +48,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    if args.config:  # the file is read before torch is imported: a bad file is refused at once
+        config(args)
+        return
     from klrl.audit.gradients import COLUMNS
     from klrl.audit.libraries import ADAPTERS, library_name, library_rows
     from klrl.audit.report import doc_block, markdown
     from klrl.reports.readme_blocks import rewrite
     from klrl.toy.bias import write_csv
 
-    if args.config:
-        config(args)
-        return
     if args.library:
         libraries, skip_missing = [library_name(name) for name in args.library], False
     else:
@@ -84,11 +84,8 @@ def config(args: argparse.Namespace) -> None:
     """--config: what the file was read as, then its setting's rows and the advice (or one line when it
     applies no KL term); the reading is printed before the rows are computed, so a missing library
     environment loses none of it."""
-    from klrl.audit.gradients import COLUMNS
     from klrl.audit.libraries import library_name, library_rows
-    from klrl.audit.report import setting_report
     from klrl.audit.user_config import read_config
-    from klrl.toy.bias import write_csv
 
     if args.library and len(args.library) > 1:
         raise ValueError("--config: one --library at most (the library the file is)")
@@ -101,6 +98,10 @@ def config(args: argparse.Namespace) -> None:
         rows = library_rows(reading.library, args.vocab, args.horizon, args.seed, reading.setting)
     except ValueError as error:
         raise ValueError(f"{args.config}: {error}") from None
+    from klrl.audit.gradients import COLUMNS
+    from klrl.audit.report import setting_report
+    from klrl.toy.bias import write_csv
+
     print()
     print(setting_report(str(args.config), reading.setting, rows, reading.target), end="")
     if args.out:
