@@ -67,7 +67,7 @@ def _name(path: Path, word) -> tuple[str, str | None]:
 
 def parse(path: Path, words) -> tuple[dict, list[str]]:
     """{today's flag: (value, line, unknown)} of the command's arguments, and notes on the old flags."""
-    values, notes, index = {}, [], 0
+    values, notes, others, index = {}, [], [], 0
     engine = {"on": None, "type": ("tis", 0, ())}
     while index < len(words):
         word = words[index]
@@ -101,9 +101,14 @@ def parse(path: Path, words) -> tuple[dict, list[str]]:
             flag, value = new, standing if standing is not None else value
         elif flag in flags.RENAMED_0_10_2:
             new = flags.RENAMED_0_10_2[flag]
-            notes.append(f"--{flag} (line {word.line}): renamed --{new} in OpenRLHF 0.10.2, read as it")
+            if new in KL_FLAGS:
+                notes.append(f"--{flag} (line {word.line}): renamed --{new} in OpenRLHF 0.10.2, read as it")
+            else:
+                others.append(f"--{flag}")
             flag = new
         values[flag] = (value, word.line, unknown)
+    if others:  # the renamed flags that do not touch the KL term, in one note
+        notes.append(f"renamed in OpenRLHF 0.10.2 and read as today's, none a KL flag: {', '.join(others)}")
     if engine["on"] is not None:
         scheme, line, unknown = engine["type"]
         if scheme not in flags.ENGINE_CORRECTION:
