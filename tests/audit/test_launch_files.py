@@ -68,8 +68,9 @@ def test_variables_defaults_and_quotes_expand_as_bash_would():
 
 
 def test_arrays_expand_one_word_per_element_across_lines_and_comments():
+    """ "${A[@]}" gives each element its own word and the line it is written on."""
     script = 'ARGS=(\n  a=1   # the first\n  \'b=2 3\'\n  # c=4\n)\nrun "${ARGS[@]}" ${ARGS[1]} "${ARGS[*]}"\n'
-    assert words(script) == [[("run", 6), ("a=1", 6), ("b=2 3", 6), ("b=2", 6), ("3", 6), ("a=1 b=2 3", 6)]]
+    assert words(script) == [[("run", 6), ("a=1", 2), ("b=2 3", 3), ("b=2", 6), ("3", 6), ("a=1 b=2 3", 6)]]
 
 
 def test_what_is_not_understood_is_named_on_the_word():

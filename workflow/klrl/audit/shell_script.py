@@ -43,7 +43,7 @@ class _Raw(NamedTuple):
 
 def commands(path: Path, text: str) -> list[list[Word]]:
     """Every simple command of the script, its words expanded, assignments applied in order."""
-    variables: dict[str, list[str]] = {}
+    variables: dict[str, list[tuple[str, int]]] = {}  # name -> its value, or its array's elements, and lines
     unknown_values: dict[str, tuple[str, ...]] = {}
     result, total = [], 0
     try:
@@ -64,11 +64,11 @@ def commands(path: Path, text: str) -> list[list[Word]]:
             value, array = _assigned(raw, name)
             if array is not None:
                 expanded = [w for item in array for w in _expand(item, variables, unknown_values)]
-                variables[name] = [w.text for w in expanded]
+                variables[name] = [(w.text, w.line) for w in expanded]
                 unknown_values[name] = tuple(u for w in expanded for u in w.unknown)
             else:
                 words_of = _expand(value, variables, unknown_values, split=False)
-                variables[name] = [words_of[0].text if words_of else ""]
+                variables[name] = [(words_of[0].text if words_of else "", raw.line)]
                 unknown_values[name] = tuple(u for w in words_of for u in w.unknown)
             index, assigned = index + 1, True
         rest = [w for raw in words[index:] for w in _expand(raw, variables, unknown_values)]
@@ -123,6 +123,7 @@ def _expansions(text: str):
 def _expand(raw: _Raw, variables: dict, unknown_values: dict, split: bool = True) -> list[Word]:
     """The words one raw word expands to (several for an array or an unquoted split)."""
     words: list[list[str]] = [[]]  # the words so far, each a list of pieces
+    lines = [raw.line]  # each word's line: an array element's own where the word starts with one
     unknown: list[str] = []
     started = vanished = False
     for text, quoted, expand in raw.parts:
@@ -134,13 +135,17 @@ def _expand(raw: _Raw, variables: dict, unknown_values: dict, split: bool = True
         for start, end in _expansions(text):
             words[-1].append(text[position:start])
             position = end
-            values, whole, problem = _value(text[start:end], variables, unknown_values)
+            pairs, whole, problem = _value(text[start:end], variables, unknown_values)
+            values = [value for value, _ in pairs]
             unknown += problem
             if whole and quoted:  # "${A[@]}": one word per element, none for an empty array
                 vanished = vanished or not values
                 if values:
+                    if not "".join(words[-1]):
+                        lines[-1] = pairs[0][1]
                     words[-1].append(values[0])
                     words += [[value] for value in values[1:]]
+                    lines += [line for _, line in pairs[1:]]
                 continue
             joined = " ".join(values)
             if quoted or not split or problem:  # what is not understood stays one word
@@ -151,45 +156,48 @@ def _expand(raw: _Raw, variables: dict, unknown_values: dict, split: bool = True
                 continue
             if joined[:1].isspace() and "".join(words[-1]):
                 words.append([])
+                lines.append(raw.line)
             words[-1].append(pieces[0])
             words += [[piece] for piece in pieces[1:]]
+            lines += [raw.line] * (len(pieces) - 1)
             if joined[-1:].isspace():
                 words.append([])
+                lines.append(raw.line)
         words[-1].append(text[position:])
         started = started or quoted
     texts = ["".join(pieces) for pieces in words]
     if vanished and texts == [""]:
         return []
-    kept = [t for i, t in enumerate(texts) if t or (started and len(texts) == 1)]
-    return [Word(t, raw.line, tuple(dict.fromkeys(unknown))) for t in kept]
+    problems = tuple(dict.fromkeys(unknown))
+    return [Word(text, line, problems) for text, line in zip(texts, lines) if text or (started and len(texts) == 1)]
 
 
-def _value(expansion: str, variables: dict, unknown_values: dict) -> tuple[list[str], bool, list[str]]:
-    """(values, is a whole array, what is not understood) of one `$…` expansion."""
+def _value(expansion: str, variables: dict, unknown_values: dict) -> tuple[list[tuple[str, int]], bool, list[str]]:
+    """((value, its line) each, is a whole array, what is not understood) of one `$…` expansion."""
     if expansion.startswith("$(("):
-        return [expansion], False, [f"arithmetic {expansion}"]
+        return [(expansion, 0)], False, [f"arithmetic {expansion}"]
     if expansion.startswith(("$(", "`")):
-        return [expansion], False, [f"command substitution {expansion}"]
+        return [(expansion, 0)], False, [f"command substitution {expansion}"]
     if expansion == "$":
-        return ["$"], False, []
+        return [("$", 0)], False, []
     body = expansion[2:-1] if expansion.startswith("${") else expansion[1:]
     if body in SCRIPT_ARGUMENTS:
         return [], body in ("@", "*"), []
     match = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[(@|\*|\d+)\])?(?:(:?[-=])(.*))?", body)
     if not match:
-        return [expansion], False, [f"the expansion {expansion}"]
+        return [(expansion, 0)], False, [f"the expansion {expansion}"]
     name, index, operator, default = match.groups()
     if operator:  # the default is itself a word: quotes and expansions of its own
         default_words = _expand(_Raw([(default.strip('"'), True, True)], 0), variables, unknown_values, split=False)
         default = default_words[0].text if default_words else ""
     if name not in variables:
         if operator:
-            return [default], False, []
+            return [(default, 0)], False, []
         return [], False, [f"${name}, which the script never assigns"]
     values = variables[name]
     problems = list(unknown_values.get(name, ()))
-    if operator and operator.startswith(":") and not "".join(values):
-        return [default], False, problems
+    if operator and operator.startswith(":") and not "".join(value for value, _ in values):
+        return [(default, 0)], False, problems
     if index in ("@", "*"):
         return list(values), index == "@", problems
     position = int(index) if index else 0
