@@ -194,3 +194,25 @@ def test_openrlhf_flags_as_its_parser_reads_them(tmp_path):
     path = write(tmp_path, "o.yaml", "algo:\n  kl:\n    use_loss: true\n    estimatr: k2\n")
     with pytest.raises(ValueError, match=r"o\.yaml:4: algo\.kl\.estimatr: not a flag of OpenRLHF"):
         read_config(path)
+
+
+@pytest.mark.parametrize(
+    ("aggregation", "setting"),
+    [
+        ("seq-mean-token-mean", VERL_K3_LOSS),
+        ("seq-mean-token-sum-norm", VERL_K3_LOSS),
+        ("seq-mean-token-sum", "use_kl_loss=True, kl_loss_type=low_var_kl, loss_agg_mode=seq-mean-token-sum"),
+    ],
+)
+def test_verl_aggregations_with_token_means_gradient_are_its_row(tmp_path, aggregation, setting):
+    text = f"actor_rollout_ref.actor.use_kl_loss=True\nactor_rollout_ref.actor.loss_agg_mode={aggregation}\n"
+    reading = read_config(write(tmp_path, "o.txt", text))
+    assert reading.setting == setting
+    assert reading.notes == (
+        [f"loss_agg_mode {aggregation}: on the toy's fixed-length sequences token-mean's row"]
+        if setting == VERL_K3_LOSS and aggregation != "token-mean"
+        else []
+    )
+    text = "actor_rollout_ref.actor.use_kl_loss=True\nactor_rollout_ref.actor.loss_agg_mode=token-sum\n"
+    with pytest.raises(ValueError, match="loss_agg_mode=token-sum` is not one of verl's audited settings"):
+        read_config(write(tmp_path, "o.txt", text))

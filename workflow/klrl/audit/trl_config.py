@@ -20,6 +20,9 @@ KL_FIELDS = ("trainer", "beta", "loss_type", "use_bias_correction_kl", "importan
 # GRPOTrainer._compute_loss's loss types and importance-sampling levels (its ValueErrors name them)
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "luspo", "cispo", "sapo", "vespo")
 IS_LEVELS = ("token", "sequence")
+# the loss types that average β·K3 over tokens, per sequence or per batch (grpo_trainer.py:3153-3172 at 1.16.0), whose
+# policy term has no gradient at advantages 0: on the toy's fixed-length sequences, dapo's expected gradient
+TOKEN_MEAN_LOSS_TYPES = ("grpo", "bnpo", "sapo", "cispo", "vespo")
 FIX = "`trainer: rloo` (RLOOConfig, beta > 0: the KL in the reward, TRL's default there)"
 
 
@@ -111,5 +114,9 @@ def read(path: Path, data: dict, key_lines: dict) -> Reading:
         TARGETS["k3-loss-tokis" if stated[1] else "k3-loss"] if stated[2] == "token" else "none the registry names"
     )
     keys = ("loss_type", "use_bias_correction_kl", "importance_sampling_level")
-    reading.setting = trl_adapter.grpo_name(*stated, stated == tuple(grpo[key] for key in keys))
+    defaults = stated == tuple(grpo[key] for key in keys)
+    if stated[0] in TOKEN_MEAN_LOSS_TYPES and stated[2] == "token":
+        reading.notes.append(f"loss_type {stated[0]}: on the toy (fixed length, advantages 0) dapo's row")
+        stated, defaults = ("dapo", *stated[1:]), stated[1:] == tuple(grpo[key] for key in keys[1:])
+    reading.setting = trl_adapter.grpo_name(*stated, defaults)
     return reading

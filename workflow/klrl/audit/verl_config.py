@@ -72,6 +72,8 @@ ESTIMATOR_ALIASES = {"kl": "k1", "k1": "k1", "abs": "abs", "mse": "k2", "k2": "k
 K3_CLAMP = 10.0  # kl_penalty_forward clamps K3's value to [-10, 10]
 # ActorConfig.__post_init__'s valid_loss_agg_modes (workers/config/actor.py:212-218 at 0.9.1)
 LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+# the aggregations whose expected KL gradient on the toy's fixed-length sequences is token-mean's (verl_adapter)
+TOKEN_MEAN_ON_THE_TOY = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 ROLLOUT_IS = (None, "token", "sequence")  # rollout_corr_helper's levels; None: no correction
 # OmegaConf's YAML loader's float pattern (omegaconf/_utils.py get_yaml_loader): 1e-3 is a float
 FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*)\.?[0-9_]*(?:[eE][-+]?[0-9]+)$|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$")
@@ -260,7 +262,14 @@ def read(path: Path, values: dict, why: str, notes: list[str]) -> Reading:
             loss_type = estimator + "+"
         else:
             loss_type = {"k3": "low_var_kl"}.get(gradient, gradient)
-        reading.setting = verl_adapter.loss_name(loss_type, aggregation)
+        row = aggregation
+        if aggregation in TOKEN_MEAN_ON_THE_TOY:
+            row = "token-mean"
+            if aggregation != row:
+                reading.notes.append(
+                    f"loss_agg_mode {aggregation}: on the toy's fixed-length sequences token-mean's row"
+                )
+        reading.setting = verl_adapter.loss_name(loss_type, row)
     else:
         policy = get(ACTOR + "policy_loss.loss_mode")
         adv_estimator = get(ALGORITHM + "adv_estimator")
