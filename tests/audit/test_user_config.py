@@ -139,6 +139,10 @@ def test_trl_recipe_keys_outside_its_configs_are_ignored_and_listed(tmp_path):
             "3: algorithm.rollout_correction.rollout_iss",
         ),
         (
+            "algorithm:\n  use_kl_in_reward: true\n  adv_estimator: rlooo\n",
+            "3: algorithm.adv_estimator: 'rlooo' is not one of gae, gdpo, gpg, grpo",
+        ),
+        (
             "algoritm:\n  use_kl_in_reward: true\nactor_rollout_ref: {}\n",
             "2: algoritm: not a key of verl 0.9.1's config",
         ),

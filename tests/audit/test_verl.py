@@ -218,6 +218,9 @@ def test_the_readers_tables_are_the_installed_verls():
     }
     assert actor | {"megatron"} == set(verl_config.ACTOR_KEYS)  # megatron: _generated_ppo_megatron_trainer.yaml's
     assert set(keys(config["algorithm"])) == set(verl_config.ALGORITHM_KEYS)
+    from verl.trainer.ppo import core_algos
+
+    assert sorted(core_algos.ADV_ESTIMATOR_REGISTRY) == verl_config.ADV_ESTIMATORS
     lines = text.splitlines()
     for dotted, (value, line) in verl_config.DEFAULTS.items():
         node = config

@@ -23,7 +23,6 @@ from typing import NamedTuple
 
 from klrl.audit.input_limits import MAX_WORDS, refuse
 
-SEPARATORS = (";", "&&", "||", "|", "&")
 REDIRECT = re.compile(r"^\d*(>>|>&|>|<|&>)")
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 DECLARERS = ("export", "local", "readonly", "declare", "typeset")

@@ -108,7 +108,7 @@ def _script(path: Path, text: str, library: str | None) -> Reading:
         lines = ", ".join(str(word.line) for _, word, _ in found)
         raise ValueError(f"{path}: {len(found)} launch commands (lines {lines}): one per file")
     if found:
-        (found_library, word, arguments), notes = found[0], []
+        found_library, word, arguments = found[0]
         if library and library != found_library:
             raise ValueError(f"{path}:{word.line}: {word.text} is {found_library}'s launch command, not {library}'s")
         why = f"line {word.line} runs {word.text}"
@@ -119,8 +119,8 @@ def _script(path: Path, text: str, library: str | None) -> Reading:
     unknown = sorted({u for word in arguments for u in word.unknown})
     notes = [f"not expanded: {u}" for u in unknown]
     if found_library == "verl":
-        values, more = verl_config.from_overrides(path, arguments)
-        return verl_config.read(path, values, f"{why}: Hydra overrides", notes + more)
+        values = verl_config.from_overrides(path, arguments)
+        return verl_config.read(path, values, f"{why}: Hydra overrides", notes)
     if found_library == "OpenRLHF":
         values, more = openrlhf_config.parse(path, arguments)
         return openrlhf_config.read(path, values, f"{why}: train_ppo_ray flags", notes + more)

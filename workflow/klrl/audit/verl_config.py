@@ -74,6 +74,11 @@ K3_CLAMP = 10.0  # kl_penalty_forward clamps K3's value to [-10, 10]
 LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 # the aggregations whose expected KL gradient on the toy's fixed-length sequences is token-mean's (verl_adapter)
 TOKEN_MEAN_ON_THE_TOY = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+# core_algos.ADV_ESTIMATOR_REGISTRY at 0.9.1 (get_adv_estimator_fn raises for any other name: core_algos.py:148-149)
+ADV_ESTIMATORS = (
+    "gae gdpo gpg grpo grpo_passk grpo_vectorized opo optimal_token_baseline reinforce_plus_plus "
+    "reinforce_plus_plus_baseline remax rloo rloo_vectorized tir_optimal_token_baseline"
+).split()
 ROLLOUT_IS = (None, "token", "sequence")  # rollout_corr_helper's levels; None: no correction
 # OmegaConf's YAML loader's float pattern (omegaconf/_utils.py get_yaml_loader): 1e-3 is a float
 FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*)\.?[0-9_]*(?:[eE][-+]?[0-9]+)$|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$")
@@ -114,9 +119,9 @@ def yaml_value(value):
     return float(value) if isinstance(value, str) and FLOAT.match(value) else value
 
 
-def from_overrides(path: Path, words) -> tuple[dict, list[str]]:
-    """{dotted key: (value, line)} of the override words, and notes (what is ignored)."""
-    values, notes = {}, []
+def from_overrides(path: Path, words) -> dict:
+    """{dotted key: (value, line, what is not understood)} of the override words."""
+    values = {}
     for word in words:
         text = word.text
         if text.startswith("--config-name") or text.startswith("--config-path"):
@@ -133,11 +138,11 @@ def from_overrides(path: Path, words) -> tuple[dict, list[str]]:
         if not equals or not re.fullmatch(r"[A-Za-z_][\w.]*", key):
             raise ValueError(f"{path}:{word.line}: {text!r}: not a Hydra override key=value")
         values[key] = (override_value(value), word.line, word.unknown)
-    return values, notes
+    return values
 
 
 def from_mapping(path: Path, data: dict, key_lines: dict) -> tuple[dict, list[str]]:
-    """{dotted key: (value, line)} of a YAML/JSON config, dotted keys read as nested, and notes."""
+    """{dotted key: (value, line, ())} of a YAML/JSON config, dotted keys read as nested, and notes."""
     values, notes, stack = {}, [], [("", data)]
     while stack:
         prefix, mapping = stack.pop()
@@ -272,7 +277,7 @@ def read(path: Path, values: dict, why: str, notes: list[str]) -> Reading:
         reading.setting = verl_adapter.loss_name(loss_type, row)
     else:
         policy = get(ACTOR + "policy_loss.loss_mode")
-        adv_estimator = get(ALGORITHM + "adv_estimator")
+        adv_estimator = get(ALGORITHM + "adv_estimator", tuple(ADV_ESTIMATORS))
         norm = get(ALGORITHM + "norm_adv_by_std_in_grpo", (False, True))
         rollout_is = get(ALGORITHM + "rollout_correction.rollout_is", ROLLOUT_IS)
         policy_term = (
