@@ -88,13 +88,25 @@ FIX = (
 )
 
 
-def clamp_ratio() -> float:
-    """πref/πθ above which K3's clamped value stops moving: r − log r − 1 = K3_CLAMP, r > 1 (bisection)."""
-    low, high = 1.0, 1e3
-    for _ in range(100):
-        middle = (low + high) / 2
-        low, high = (middle, high) if middle - math.log(middle) - 1 < K3_CLAMP else (low, middle)
-    return low
+def clamp_band() -> tuple[float, float]:
+    """The πref/πθ between which K3's value r − log r − 1 stays under K3_CLAMP (outside, the clamp acts), by bisection."""
+
+    def crossing(low: float, high: float) -> float:  # K3 is monotone on each side of r = 1
+        below = low - math.log(low) - 1 < K3_CLAMP
+        for _ in range(200):
+            middle = math.sqrt(low * high)
+            if (middle - math.log(middle) - 1 < K3_CLAMP) == below:
+                low = middle
+            else:
+                high = middle
+        return low
+
+    return crossing(1e-12, 1.0), crossing(1.0, 1e3)
+
+
+def _band() -> str:
+    low, high = clamp_band()
+    return f"πref/πθ in [{low:.1e}, {high:.1f}]"
 
 
 def override_value(text: str):
@@ -246,9 +258,7 @@ def read(path: Path, values: dict, why: str, notes: list[str]) -> Reading:
         reading.no_kl = f"{reading.keys[-1][0]} is 0"
         return reading
     clamp = (
-        f", its value clamped to [-{K3_CLAMP:g}, {K3_CLAMP:g}] (πref/πθ ≤ {clamp_ratio():.1f})"
-        if estimator == "k3"
-        else ""
+        f", its value clamped to [-{K3_CLAMP:g}, {K3_CLAMP:g}] (unclamped for {_band()})" if estimator == "k3" else ""
     )
     from klrl.audit import verl_adapter
 
@@ -261,7 +271,7 @@ def read(path: Path, values: dict, why: str, notes: list[str]) -> Reading:
         )
         reading.target = TARGETS.get(f"{gradient}-loss", "none the registry names")
         if gradient == "k3":
-            reading.target += f"; zero where the clamp acts (πref/πθ > {clamp_ratio():.1f})"
+            reading.target += f"; zero where the clamp acts (outside {_band()})"
         # the audited rows: k3 as low_var_kl, the straight-through forms of k1 and k3, abs+ by its gradient (k2's)
         if straight and estimator != "abs":
             loss_type = estimator + "+"
