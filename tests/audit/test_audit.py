@@ -2,10 +2,13 @@
 mismatch, klrl's own exact gradient with that engine), planted bugs are caught (a KL term under
 no_grad reads as a zero gradient, a flipped sign as biased), TRL's settings estimate the gradients
 the registry names, a library whose environment is missing is one line naming its make target, a
-mistake in the worker comes back as its own line, and the block of docs/audit.md is a fresh run's (verl's
-and OpenRLHF's from their own environments)."""
+mistake in the worker comes back as its own line, and the blocks of docs/audit.md are a fresh run's (verl's
+and OpenRLHF's from their own environments): the audit tables, and the `--config` examples (their readings
+checked without the libraries too)."""
 
 import importlib.util
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -140,3 +143,48 @@ def test_the_worker_passes_a_mistake_back_as_its_own_line():
         match=r"^'no such setting' is not one of verl's audited settings \(`klrl audit --library verl` lists them\)$",
     ):
         libraries.library_rows("verl", 2, 3, 0, setting="no such setting")
+
+
+def documented_config_examples(repo_root) -> list[tuple[str, str]]:
+    """(launch file, output) of each `klrl audit --config` example in docs/audit.md's generated block."""
+    text = (repo_root / "docs" / "audit.md").read_text()
+    block = text.split("<!-- audit-config:begin -->")[1].split("<!-- audit-config:end -->")[0]
+    examples = re.findall(r"```console\n\$ \.venv/bin/python -m klrl audit --config (\S+)\n(.*?)\n```", block, re.S)
+    return [(path, output + "\n") for path, output in examples]
+
+
+def test_the_config_examples_of_docs_audit_read_as_a_fresh_reading(repo_root, monkeypatch):
+    """The reading each example's generated output starts with (no library environment needed) is today's."""
+    from klrl.audit.user_config import read_config
+    from klrl.verbs.audit import CONFIG_EXAMPLES
+
+    examples = documented_config_examples(repo_root)
+    assert [path for path, _ in examples] == list(CONFIG_EXAMPLES)
+    monkeypatch.chdir(repo_root)
+    for path, output in examples:
+        if path.endswith(".yaml"):
+            pytest.importorskip("trl")
+        reading = "\n".join(read_config(Path(path)).lines(path)) + "\n"
+        assert output.startswith(reading + "\n"), path
+        assert "exact, on the toy policy: V = 3, T = 4, seed 0" in output, path
+
+
+@pytest.mark.slow
+@pytest.mark.audit_envs
+def test_the_config_examples_of_docs_audit_equal_fresh_runs(repo_root, monkeypatch):
+    pytest.importorskip("trl")
+    from klrl.audit.report import config_examples_block
+    from klrl.verbs.audit import CONFIG_EXAMPLES, config_output
+
+    monkeypatch.chdir(repo_root)
+    examples = []
+    for path in CONFIG_EXAMPLES:
+        pieces = []
+        try:
+            config_output(Path(path), None, 3, 4, 0, pieces.append)
+        except ValueError as error:
+            if "run `make" not in str(error):
+                raise
+            pytest.skip(str(error))  # make test builds every environment first
+        examples.append((path, "".join(pieces)))
+    assert config_examples_block(examples) in (repo_root / "docs" / "audit.md").read_text()

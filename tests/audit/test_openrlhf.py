@@ -92,36 +92,37 @@ def _readme_command(variant: str = "") -> str:
 
 
 def test_the_readme_example_is_the_setting_it_states(tmp_path):
-    from klrl.audit.user_config import UserSetting, read_setting
+    from klrl.audit.user_config import read_config
 
     path = tmp_path / "train.sh"
     path.write_text(_readme_command())
     with pytest.raises(ValueError, match=r"--algo\.advantage\.estimator gae with the KL in the reward \(audited: rloo"):
-        read_setting(path)  # the example's critic (gae): not an audited setting
+        read_config(path)  # the example's critic (gae): not an audited setting
     in_reward = "--algo.kl.estimator k1 (KL in the reward)"
     audited = {setting.name for setting in openrlhf_adapter.settings()}
     for variant, expected in {
-        "--algo.advantage.estimator rloo": UserSetting("OpenRLHF", in_reward),
-        "--algo.advantage.estimator group_norm": UserSetting("OpenRLHF", in_reward),
-        "--algo.advantage.estimator dr_grpo": UserSetting("OpenRLHF", in_reward),
-        "--algo.kl.init_coef 0": UserSetting("OpenRLHF", None, "--algo.kl.init_coef is 0"),
+        "--algo.advantage.estimator rloo": (in_reward, ""),
+        "--algo.advantage.estimator group_norm": (in_reward, ""),
+        "--algo.advantage.estimator dr_grpo": (in_reward, ""),
+        "--algo.kl.init_coef 0": (None, "--algo.kl.init_coef is 0"),
     }.items():
         path.write_text(_readme_command(variant))
-        assert read_setting(path) == expected
-        assert expected.setting is None or expected.setting in audited
+        reading = read_config(path)
+        assert (reading.library, reading.setting, reading.no_kl) == ("OpenRLHF", *expected)
+        assert expected[0] is None or expected[0] in audited
     path.write_text(_readme_command("--algo.advantage.estimator reinforce_baseline"))
     with pytest.raises(ValueError, match=r"estimator reinforce_baseline with the KL in the reward"):
-        read_setting(path)  # whitens the advantages over the batch
+        read_config(path)  # whitens the advantages over the batch
 
 
 def test_the_report_on_the_readme_example(tmp_path):
     from klrl.audit.gradients import setting_rows
     from klrl.audit.report import setting_report
-    from klrl.audit.user_config import read_setting
+    from klrl.audit.user_config import read_config
 
     path = tmp_path / "train.sh"
     path.write_text(_readme_command("--algo.advantage.estimator rloo"))
-    name = read_setting(path).setting
+    name = read_config(path).setting
     settings = [
         openrlhf_adapter.reward_setting(VERSION, "k1"),
         openrlhf_adapter.reward_setting(VERSION, "k1", is_correction_level="seq"),
@@ -133,3 +134,48 @@ def test_the_report_on_the_readme_example(tmp_path):
     other = report.split("OpenRLHF's other settings with that gradient on-policy:")[1]
     assert f"| {settings[1].name} | unbiased, 0.000 (sequence-reverse-kl) |" in other
     assert settings[2].name not in report
+
+
+def _installed_parser():
+    """OpenRLHF's own argparse parser: the statements of the installed train_ppo_ray.py's main block
+    before its parse_args (importing the module imports ray)."""
+    import argparse
+    import ast
+    import datetime
+    import importlib.util
+
+    cli = importlib.util.find_spec("openrlhf.cli.train_ppo_ray").origin
+    tree = ast.parse(open(cli).read(), cli)
+    (main,) = [node for node in tree.body if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)]
+    body = []
+    for statement in main.body:
+        if "parse_args" in ast.unparse(statement):
+            break
+        body.append(statement)
+    namespace = {"argparse": argparse, "datetime": datetime.datetime}
+    exec(compile(ast.Module(body, type_ignores=[]), cli, "exec"), namespace)
+    return namespace["parser"]
+
+
+def test_the_readers_tables_are_the_installed_openrlhfs():
+    """klrl.audit.openrlhf_flags' flags and openrlhf_config's KL defaults and choices equal the installed parser's;
+    the old flags' names are today's."""
+    from importlib.metadata import version
+
+    from klrl.audit import openrlhf_config, openrlhf_flags
+
+    assert version("openrlhf") == openrlhf_config.VERSION
+    parser = _installed_parser()
+    options = {
+        option[2:]: action for action in parser._actions for option in action.option_strings if option[:2] == "--"
+    }
+    options.pop("help")
+    assert set(openrlhf_flags.SWITCHES) == {name for name, action in options.items() if action.nargs == 0}
+    assert set(openrlhf_flags.VALUED) == {name for name, action in options.items() if action.nargs != 0}
+    for flag, (default, kind, _) in openrlhf_config.KL_FLAGS.items():
+        assert options[flag].default == default, flag
+        assert (tuple(options[flag].choices) if options[flag].choices else None) == (
+            kind if isinstance(kind, tuple) else None
+        )
+    assert set(openrlhf_flags.RENAMED_0_10_2.values()) <= set(options)
+    assert {new for new, _, _ in openrlhf_flags.EARLIER.values()} <= set(options)

@@ -121,10 +121,10 @@ def _own_config(tmp_path, **changes):
 
 
 def test_its_own_config_is_the_setting_it_states(tmp_path):
-    from klrl.audit.user_config import UserSetting, read_setting
+    from klrl.audit.user_config import read_config
 
-    assert read_setting(_own_config(tmp_path)) == UserSetting(
-        "verl", None, "actor_rollout_ref.actor.use_kl_loss and algorithm.use_kl_in_reward are false"
+    assert read_config(_own_config(tmp_path)).no_kl == (
+        "actor_rollout_ref.actor.use_kl_loss and algorithm.use_kl_in_reward are false"
     )
     audited = {setting.name for setting in verl_adapter.settings()}
     loss = "actor_rollout_ref__actor__"
@@ -148,23 +148,24 @@ def test_its_own_config_is_the_setting_it_states(tmp_path):
         ),
     ]
     for changes, name in cases:
-        assert read_setting(_own_config(tmp_path, **changes)) == UserSetting("verl", name)
+        assert read_config(_own_config(tmp_path, **changes)).setting == name
         assert name in audited
     # GRPO's default normalisation by the group's std is not an audited setting
-    grpo = read_setting(_own_config(tmp_path, algorithm__use_kl_in_reward=True, algorithm__adv_estimator="grpo"))
-    assert grpo.setting == "use_kl_in_reward=True, kl_penalty=kl, adv_estimator=grpo, norm_adv_by_std_in_grpo=True"
-    assert grpo.setting not in audited
+    grpo = "use_kl_in_reward=True, kl_penalty=kl, adv_estimator=grpo, norm_adv_by_std_in_grpo=True"
+    with pytest.raises(ValueError, match=f"`{grpo}` is not one of verl's audited settings"):
+        read_config(_own_config(tmp_path, algorithm__use_kl_in_reward=True, algorithm__adv_estimator="grpo"))
+    assert grpo not in audited
 
 
 def test_the_report_on_its_own_config(tmp_path):
     from klrl.audit.gradients import setting_rows
     from klrl.audit.report import setting_report
-    from klrl.audit.user_config import read_setting
+    from klrl.audit.user_config import read_config
 
     path = _own_config(
         tmp_path, actor_rollout_ref__actor__use_kl_loss=True, actor_rollout_ref__actor__kl_loss_type="k1"
     )
-    name = read_setting(path).setting
+    name = read_config(path).setting
     settings = [
         verl_adapter.loss_setting(VERSION, "k1"),
         verl_adapter.loss_setting(VERSION, "k2"),
@@ -184,3 +185,46 @@ def test_the_report_on_its_own_config(tmp_path):
     assert advice.endswith(f"(biased for the sequence's): `{settings[1].name}`.\n")
     with pytest.raises(ValueError, match="^'use_kl_loss=True, kl_loss_type=abs, loss_agg_mode=token-mean' is not one"):
         setting_rows(settings, verl_adapter.loss_name("abs", "token-mean"), 2, 3, 1)
+
+
+def test_the_readers_tables_are_the_installed_verls():
+    """klrl.audit.verl_config's key lists and KL defaults equal the installed _generated_ppo_trainer.yaml's."""
+    import importlib.metadata
+    import importlib.util
+    from pathlib import Path
+
+    import yaml
+
+    from klrl.audit import verl_config
+
+    assert importlib.metadata.version("verl") == verl_config.VERSION
+    (package,) = importlib.util.find_spec("verl").submodule_search_locations
+    text = (Path(package) / "trainer/config/_generated_ppo_trainer.yaml").read_text()
+    config = yaml.safe_load(text)
+
+    def keys(node, prefix=""):
+        return [
+            name
+            for key, value in node.items()
+            for name in [prefix + key, *(keys(value, f"{prefix}{key}.") if isinstance(value, dict) else [])]
+        ]
+
+    assert set(config) == set(verl_config.SECTIONS) - {"defaults", "hydra"}
+    assert tuple(config["actor_rollout_ref"]) == verl_config.ACTOR_ROLLOUT_REF
+    actor = {
+        key
+        for key in keys(config["actor_rollout_ref"]["actor"])
+        if key.count(".") == 0 or key.startswith("policy_loss.")
+    }
+    assert actor | {"megatron"} == set(verl_config.ACTOR_KEYS)  # megatron: _generated_ppo_megatron_trainer.yaml's
+    assert set(keys(config["algorithm"])) == set(verl_config.ALGORITHM_KEYS)
+    from verl.trainer.ppo import core_algos
+
+    assert sorted(core_algos.ADV_ESTIMATOR_REGISTRY) == verl_config.ADV_ESTIMATORS
+    lines = text.splitlines()
+    for dotted, (value, line) in verl_config.DEFAULTS.items():
+        node = config
+        for part in dotted.split("."):
+            node = node[part]
+        assert node == value, dotted
+        assert lines[line - 1].strip().startswith(dotted.split(".")[-1] + ":"), dotted

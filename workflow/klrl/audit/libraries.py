@@ -17,8 +17,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-from klrl.audit.gradients import AuditSetting, audit_rows, setting_rows
-
 # library -> (the module it imports, its adapter, its environment under the repository root; None: the project's venv)
 ADAPTERS = {
     "TRL": ("trl", "klrl.audit.trl_adapter", None),
@@ -51,7 +49,7 @@ def library_name(name: str) -> str:
     raise ValueError(f"--library: {name!r} is not one of {', '.join(ADAPTERS)}")
 
 
-def settings_here(library: str) -> list[AuditSetting]:
+def settings_here(library: str) -> list:
     """The library's settings from this interpreter; ValueError naming the target when it is not installed."""
     import importlib
 
@@ -64,6 +62,8 @@ def settings_here(library: str) -> list[AuditSetting]:
 def rows_here(library: str, vocab: int, horizon: int, seed: int, setting: str | None = None) -> list[dict]:
     """The library's audit rows from this interpreter: every setting's, or those `klrl audit --config`
     reports on one setting (`gradients.setting_rows`)."""
+    from klrl.audit.gradients import audit_rows, setting_rows
+
     settings = settings_here(library)
     if setting is None:
         return audit_rows(settings, vocab, horizon, seed)

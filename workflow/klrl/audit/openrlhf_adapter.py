@@ -105,15 +105,26 @@ def reward_name(estimator: str, is_correction_level: str) -> str:
     return name
 
 
+# the audited settings: KL in the loss (estimator, unbiased_gradient, loss_agg_mode), in the reward (estimator, level)
+LOSS_SETTINGS = (
+    *((estimator, False, "token-mean") for estimator in ESTIMATORS),
+    ("k3", True, "token-mean"),
+    ("k3", False, "seq-mean-token-mean"),
+)
+REWARD_SETTINGS = (*((estimator, "off") for estimator in ESTIMATORS), ("k1", "seq"))
+
+
+def names() -> list[str]:
+    """The audited settings' names, without OpenRLHF."""
+    return [loss_name(*spec) for spec in LOSS_SETTINGS] + [reward_name(*spec) for spec in REWARD_SETTINGS]
+
+
 def settings() -> list[AuditSetting]:
     """OpenRLHF's KL settings at its installed version."""
     from importlib.metadata import version
 
     openrlhf_version = version("openrlhf")
     return [
-        *(loss_setting(openrlhf_version, estimator) for estimator in ESTIMATORS),
-        loss_setting(openrlhf_version, "k3", unbiased_gradient=True),
-        loss_setting(openrlhf_version, "k3", loss_agg_mode="seq-mean-token-mean"),
-        *(reward_setting(openrlhf_version, estimator) for estimator in ESTIMATORS),
-        reward_setting(openrlhf_version, "k1", is_correction_level="seq"),
+        *(loss_setting(openrlhf_version, *spec) for spec in LOSS_SETTINGS),
+        *(reward_setting(openrlhf_version, *spec) for spec in REWARD_SETTINGS),
     ]

@@ -181,14 +181,19 @@ def rloo_setting(version: str) -> AuditSetting:
     return AuditSetting("TRL", version, RLOO_SETTING, loss, tokens_averaged=False)
 
 
+# the audited GRPOConfig options: its defaults, then each KL option changed
+GRPO_OPTIONS = ({}, {"use_bias_correction_kl": False}, {"importance_sampling_level": "sequence"})
+GRPO_DEFAULTS = {"loss_type": "dapo", "use_bias_correction_kl": True, "importance_sampling_level": "token"}
+
+
+def names() -> list[str]:
+    """The audited settings' names, without building TRL's trainers."""
+    return [grpo_name(**(GRPO_DEFAULTS | options), defaults=not options) for options in GRPO_OPTIONS] + [RLOO_SETTING]
+
+
 def settings() -> list[AuditSetting]:
     """TRL's KL settings at its installed version: GRPO's defaults, each KL option changed, RLOO's."""
     from importlib.metadata import version
 
     trl_version = version("trl")
-    return [
-        grpo_setting(trl_version, {}),
-        grpo_setting(trl_version, {"use_bias_correction_kl": False}),
-        grpo_setting(trl_version, {"importance_sampling_level": "sequence"}),
-        rloo_setting(trl_version),
-    ]
+    return [*(grpo_setting(trl_version, options) for options in GRPO_OPTIONS), rloo_setting(trl_version)]

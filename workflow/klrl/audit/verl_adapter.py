@@ -153,15 +153,24 @@ def _rollout_is_weights(batch: GroupBatch, level: str) -> torch.Tensor:
     return weights
 
 
+# the audited settings: KL in the loss (kl_loss_type, loss_agg_mode), KL in the reward (kl_penalty, adv_estimator, rollout_is)
+LOSS_SETTINGS = (*((kind, "token-mean") for kind in KL_LOSS_TYPES), ("low_var_kl", "seq-mean-token-sum"))
+REWARD_SETTINGS = (*((kind, "rloo", None) for kind in KL_PENALTIES), ("kl", "grpo", None), ("kl", "rloo", "sequence"))
+
+
+def names() -> list[str]:
+    """The audited settings' names, without verl."""
+    return [loss_name(*spec) for spec in LOSS_SETTINGS] + [
+        reward_name(kind, estimator, False, level) for kind, estimator, level in REWARD_SETTINGS
+    ]
+
+
 def settings() -> list[AuditSetting]:
     """verl's KL settings at its installed version."""
     from importlib.metadata import version
 
     verl_version = version("verl")
     return [
-        *(loss_setting(verl_version, kind) for kind in KL_LOSS_TYPES),
-        loss_setting(verl_version, "low_var_kl", "seq-mean-token-sum"),
-        *(reward_setting(verl_version, kind, "rloo") for kind in KL_PENALTIES),
-        reward_setting(verl_version, "kl", "grpo"),
-        reward_setting(verl_version, "kl", "rloo", rollout_is="sequence"),
+        *(loss_setting(verl_version, *spec) for spec in LOSS_SETTINGS),
+        *(reward_setting(verl_version, kind, estimator, level) for kind, estimator, level in REWARD_SETTINGS),
     ]
