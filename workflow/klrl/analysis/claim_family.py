@@ -238,7 +238,7 @@ def decide_claims(entries: list[tuple[Side, str, list]], seeds_needed: list[int 
     decisions = []
     for (side, _, rows), test, adjusted_p, needed in zip(entries, tested, adjusted, seeds_needed):
         if needed:
-            reason = f"the plan declared it: {needed} seeds per configuration for 80% power at its size"
+            reason = f"the plan declared it: {needed} or more seeds per configuration for 80% power at its size"
             decisions.append({"rows": len(rows), "verdict": NOT_TESTABLE, "reason": reason})
             continue
         if test is None:

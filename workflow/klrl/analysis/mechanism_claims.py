@@ -8,17 +8,20 @@ the attained KL, and are decided as one family of claims (klrl.analysis.claim_fa
 the size it means:
     lowers        the configuration whose gradient is that of a reverse KL (the sequence's, or
                   the per-token one of the "both" placements) or a per-token forward KL holds
-                  KL(π‖πref) below what no KL attains, at every β (size: 0.2 nats lower)
+                  KL(π‖πref) below what no KL attains, at every β (size: 0.5 nats lower)
     does not      the configuration whose gradient is zero in expectation (K1 in the loss) or
     lower         not that of a KL to πref (K3 in the reward) holds it no lower than no KL at
-                  any β (reproduced: not 0.2 nats lower; its size: not lower at all)
-    falls with β  lowered more as β grows (pooled over the β steps; size 0.1 nats per step)
+                  any β (reproduced: not 0.5 nats lower; its size: not lower at all)
+    falls with β  lowered more as β grows (pooled over the β steps; size 0.25 nats per step)
     objective     at equal β, the unbiased K1 in the reward attains a higher J_β than a biased
-                  configuration (pooled over β; size 0.05), reported whichever way it comes out
-The claims and their sizes were added after a 2-seed run of the default grid showed the pattern
-(docs/statistics.md says so): no KL ended near a reverse KL of 1.0-1.1, K1 in the reward at
-0.45-0.53 at β 1, K1 in the loss and K3 in the reward above no KL. 0.2 nats is a fifth of what no
-KL attains there: a reading of "lowers", not a number from the paper, which measures no KL.
+                  configuration (pooled over β; size 0.1), reported whichever way it comes out
+The claims were added after a 2-seed run of the default grid showed the pattern (docs/statistics.md
+says so): no KL ended near a reverse KL of 1.0-1.1, K1 in the reward at 0.45-0.53 at β 1, K1 in the
+loss and K3 in the reward above no KL. Their sizes are readings, not numbers from the paper, which
+measures no attained KL: "lowers" is to at most half of no KL's ~1 nat (0.5 nats). They were first
+declared at 0.2 nats (0.1 per β step, 0.05 of J_β) and raised to these after the mechanism pilot,
+before the study's first cell: at the pilot's seed SD no claim reached 80% power at 0.2 nats within
+the study's budget.
 Per-seed values are compared by Welch's t (klrl.analysis.claim_family.welch); a row per β (or β
 step) is descriptive, with its 95% interval; the claim's verdict is the family's.
 """
@@ -36,9 +39,9 @@ from klrl.objective.gradient_claims import describe as gradient_of
 from klrl.objective.kl_config import KLConfig
 
 MEASURES = ("kl_reverse", "objective")
-LOWER = 0.2  # nats: what "lowers the KL" means (a fifth of no KL's attained KL on the tiny model)
-PER_STEP = 0.1  # nats per β step: what "more as β grows" means
-OBJECTIVE_GAP = 0.05  # J_β: what "attains a higher objective" means (reward units)
+LOWER = 0.5  # nats: what "lowers the KL" means (to at most half of no KL's ~1 nat on the tiny model)
+PER_STEP = 0.25  # nats per β step: what "more as β grows" means
+OBJECTIVE_GAP = 0.1  # J_β: what "attains a higher objective" means (reward units)
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,7 @@ def _lowers(kl: str, what: str) -> MechanismClaim:
         "kl_reverse",
         Side("less", 0.0, -LOWER),
         "every",
-        f"a reading: lower by {LOWER:g} nats, a fifth of no KL's attained KL on the tiny model",
+        f"a reading: lower by {LOWER:g} nats, to at most half of no KL's attained KL on the tiny model",
     )
 
 
