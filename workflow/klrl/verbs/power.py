@@ -74,15 +74,21 @@ def run(args: argparse.Namespace) -> None:
 
 def _mechanism(args: argparse.Namespace) -> str:
     """Each mechanism claim's power at its declared size in its family, at the seed SD of a
-    pilot's mechanism.csv (--tables), per number of seeds."""
+    pilot's mechanism.csv (--tables: its tables, or its published seeds.csv), per number of seeds."""
     import pandas as pd
 
     from klrl.analysis.mechanism_power import pooled_seed_sd, power_rows
 
-    path = (args.tables or Path("--tables")) / "mechanism.csv"
+    from klrl.analysis.published import is_published
+
+    tables = args.tables or Path("--tables")
+    path = tables / ("seeds.csv" if is_published(tables) else "mechanism.csv")
     if not path.is_file():
-        raise SystemExit(f"{path}: no mechanism.csv (give --tables: a pilot's results/<experiment>/tables)")
-    seed_sd = pooled_seed_sd(pd.read_csv(path))
+        raise SystemExit(
+            f"{path}: no mechanism.csv (give --tables: a pilot's results/<experiment>/tables or its published tables)"
+        )
+    measured = pd.read_csv(path).drop_duplicates("cell").dropna(subset=["kl_reverse", "objective"])
+    seed_sd = pooled_seed_sd(measured)
     rows = pd.DataFrame(power_rows(args.betas, seed_sd, args.seeds, args.grids, args.random_seed))
     table = rows.pivot(index="claim", columns="seeds", values="power").loc[rows["claim"].unique()]
     sds = ", ".join(f"{measure} {sd:.3g}" for measure, sd in seed_sd.items())
