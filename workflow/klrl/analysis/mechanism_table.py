@@ -4,18 +4,14 @@ without a measurement (missing, or diverged to non-finite weights) has no row.""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from klrl.evaluation.results_files import MECHANISM_KEYS
-
-if TYPE_CHECKING:
-    from klrl.analysis.tables import Results
 
 MEASURED = tuple(key for key in MECHANISM_KEYS if key != "beta")  # the cell's β is one of its tags
 
 
-def mechanism_cell_rows(results: Results) -> list[dict]:
-    """One row per measured cell: its id, tags (klrl.analysis.tables.cell_tags) and the measurement's
+def mechanism_cell_rows(results) -> list[dict]:
+    """One row per measured cell of `results` (klrl.analysis.tables.Results): its id, tags
+    (klrl.analysis.tables.cell_tags) and the measurement's
     keys but β, which is the cell's (`klrl evaluate --beta`)."""
     rows = []
     for cell, tags in results.cells.items():
