@@ -13,10 +13,11 @@ from audit.library_env import require
 require("openrlhf")
 
 from klrl.audit import openrlhf_adapter  # noqa: E402
-from klrl.audit.gradients import audit_rows, expected_gradient  # noqa: E402
+from klrl.audit.gradients import audit_rows  # noqa: E402
+from klrl_audit import expected_gradient  # noqa: E402
 from klrl.objective.kl_config import KLConfig  # noqa: E402
 from klrl.toy import exact  # noqa: E402
-from klrl.toy.policy import make_problem  # noqa: E402
+from klrl_audit.toy import make_problem  # noqa: E402
 
 VERSION = "test"
 UNBIASED = "--algo.kl.use_loss --algo.kl.estimator k3 --algo.kl.unbiased_gradient"
@@ -38,7 +39,10 @@ def problem():
 def test_rows_equal_klrl_exact_gradient(problem, setting, name):
     ours = exact.expected_gradient(problem, KLConfig.from_name(name, beta=1.0), "on")
     # OpenRLHF computes its KL in float32 (compute_approx_kl casts with .float()): equal to float32 precision
-    torch.testing.assert_close(expected_gradient(problem, setting(), "on"), ours, rtol=1e-6, atol=1e-9)
+    audited = setting()
+    torch.testing.assert_close(
+        expected_gradient(audited.loss, "on", problem, audited.tokens_averaged), ours, rtol=1e-6, atol=1e-9
+    )
 
 
 def _rows():

@@ -25,7 +25,8 @@ from types import SimpleNamespace
 
 import torch
 
-from klrl.audit.gradients import GROUP, AuditSetting, GroupBatch
+from klrl.audit.gradients import AuditSetting
+from klrl_audit import GROUP, GroupBatch
 
 RLOO_SETTING = "RLOOTrainer beta>0 (KL in the reward, defaults)"
 
