@@ -10,6 +10,8 @@ import sys
 import zipfile
 
 import klrl_audit
+import pytest
+from audit.readme_examples import example
 from klrl.objective import estimators
 from klrl_audit import targets
 
@@ -53,3 +55,13 @@ def test_its_targets_are_the_registrys():
     named = (estimators.SEQUENCE_REVERSE_KL, estimators.TOKEN_REVERSE_KL, estimators.TOKEN_FORWARD_KL, estimators.ZERO)
     assert tuple(klrl_audit.TARGETS) == named
     assert targets.OTHER == estimators.OTHER
+
+
+@pytest.mark.slow
+def test_the_trl_example_of_the_maintainers_page():
+    """klrl-audit's TRL example runs as written, on a GRPOTrainer of β = 1 built as klrl audit builds one."""
+    pytest.importorskip("trl")
+    from klrl.audit.trl_adapter import grpo_config, grpo_trainer
+    from klrl_audit import assert_kl_gradient
+
+    example("TRL")["test_grpo_kl_gradient"](grpo_trainer(grpo_config()), assert_kl_gradient)

@@ -183,3 +183,18 @@ def test_the_readers_tables_are_the_installed_openrlhfs():
         )
     assert set(openrlhf_flags.RENAMED_0_10_2.values()) <= set(options)
     assert {new for new, _, _ in openrlhf_flags.EARLIER.values()} <= set(options)
+
+
+def test_the_maintainers_page_example_and_the_assertion_on_the_audited_settings():
+    """klrl-audit's OpenRLHF example runs as written; `assert_kl_gradient` gives docs/audit.md's verdicts."""
+    from klrl_audit import assert_kl_gradient
+
+    from audit.readme_examples import example
+
+    example("OpenRLHF")["test_openrlhf_kl_loss_gradients"](assert_kl_gradient)
+    in_reward = openrlhf_adapter.reward_setting(VERSION, "k1")
+    assert_kl_gradient(in_reward.loss, "sequence-reverse-kl", "on", tokens_averaged=True)
+    with pytest.raises(
+        AssertionError, match="on-policy follows none of the named targets .closest: the per-token forward"
+    ):
+        assert_kl_gradient(openrlhf_adapter.loss_setting(VERSION, "k3").loss, tokens_averaged=True)

@@ -235,3 +235,16 @@ def test_the_readers_tables_are_the_installed_verls():
             node = node[part]
         assert node == value, dotted
         assert lines[line - 1].strip().startswith(dotted.split(".")[-1] + ":"), dotted
+
+
+def test_the_maintainers_page_example_and_the_assertion_on_the_audited_settings():
+    """klrl-audit's verl example runs as written; `assert_kl_gradient` gives docs/audit.md's verdicts."""
+    from klrl_audit import assert_kl_gradient
+
+    from audit.readme_examples import example
+
+    example("verl")["test_verl_kl_loss_gradients"](assert_kl_gradient)
+    in_reward = verl_adapter.reward_setting(VERSION, "kl", "rloo")
+    assert_kl_gradient(in_reward.loss, "sequence-reverse-kl", "on", tokens_averaged=True)
+    with pytest.raises(AssertionError, match="off-policy follows none of the named targets"):
+        assert_kl_gradient(in_reward.loss, "sequence-reverse-kl", "off", tokens_averaged=True)
