@@ -236,7 +236,8 @@ audit-env:
 # klrl-audit (packages/klrl-audit: workflow/klrl_audit distributed alone) as another project's CI installs it:
 # a venv of torch (CPU build), numpy and pytest alone (requirements/audit-lib.txt, --no-deps), then the
 # distribution from the repository with its dependencies resolved, which must bring nothing else (its
-# tests/test_installation.py). Reinstalled whenever its code changes.
+# tests/test_installation.py). Reinstalled whenever its code changes. Its tests run with -P: the folder's
+# build metadata (klrl_audit.egg-info) off the path, the installed distribution alone seen.
 AUDIT_LIB_VENV := .venv-audit-lib
 AUDIT_LIB_STAMP := $(AUDIT_LIB_VENV)/.installed
 
@@ -255,7 +256,7 @@ $(AUDIT_LIB_STAMP): requirements/audit-lib.txt packages/klrl-audit/pyproject.tom
 # audit_envs: the main and quick suites leave it to this target).
 test-audit: $(AUDIT_STAMPS) $(AUDIT_LIB_STAMP) $(STAMP)
 	@status=0; start=$$(date +%s); echo "--- packages/klrl-audit/tests in $(AUDIT_LIB_VENV) (klrl-audit installed from the repository):"; \
-	(cd packages/klrl-audit && KLRL_REQUIRE_AUDIT_ENV=1 ../../$(AUDIT_LIB_VENV)/bin/python -m pytest -p no:cacheprovider $(DURATIONS)) || status=1; \
+	(cd packages/klrl-audit && KLRL_REQUIRE_AUDIT_ENV=1 ../../$(AUDIT_LIB_VENV)/bin/python -P -m pytest -p no:cacheprovider $(DURATIONS)) || status=1; \
 	for library in $(AUDIT_LIBRARIES); do \
 		echo "--- tests/audit/test_$$library.py in .venv-audit-$$library:"; \
 		PYTHONPATH=workflow KLRL_REQUIRE_AUDIT_ENV=1 .venv-audit-$$library/bin/python -m pytest --noconftest -p no:cacheprovider \
