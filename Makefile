@@ -20,7 +20,7 @@ PIP_INSTALL := -m pip install --quiet --no-compile
 # Once a venv's packages are in, its files that another finished venv holds byte for byte become
 # hard links to them (envs/link_identical_files.py): one copy of torch's CPU build for the four
 # venvs on Python 3.11, one of the CUDA libraries for 3.12 and 3.13.
-ALL_VENVS = $(VENV) $(VLLM_VENV) $(AUDIT_LIBRARIES:%=.venv-audit-%) $(PYTHONS:%=.venv-py%)
+ALL_VENVS = $(VENV) $(VLLM_VENV) $(AUDIT_LIBRARIES:%=.venv-audit-%) $(AUDIT_LIB_VENV) $(PYTHONS:%=.venv-py%)
 link_venv = $(1)/bin/python envs/link_identical_files.py $(1) $(ALL_VENVS)
 
 install: $(STAMP)
@@ -82,7 +82,7 @@ elapsed = $$(( ($$(date +%s) - $(1)) / 60 )) min $$(( ($$(date +%s) - $(1)) % 60
 
 test:
 	@$(call warn_disk,.) && $(call warn_disk,$${TMPDIR:-/tmp})
-	$(MAKE) --jobs 3 $(STAMP) $(VLLM_STAMP) $(AUDIT_STAMPS) browser postgresql
+	$(MAKE) --jobs 3 $(STAMP) $(VLLM_STAMP) $(AUDIT_STAMPS) $(AUDIT_LIB_STAMP) browser postgresql
 	$(MAKE) --no-print-directory lint
 	{ $(MAKE) --no-print-directory --jobs 1 $(PYTHONS_STAMPS) > $(PYTHONS_LOG) 2>&1 & build=$$!; \
 	  $(MAKE) --no-print-directory test-vllm > $(VLLM_LOG) 2>&1; vllm=$$?; \
@@ -233,12 +233,31 @@ audit-env:
 	$(call link_venv,$(@D))
 	touch $@
 
+# klrl-audit (packages/klrl-audit: workflow/klrl_audit distributed alone) as another project's CI installs it:
+# a venv of torch (CPU build), numpy and pytest alone (requirements/audit-lib.txt, --no-deps), then the
+# distribution from the repository with its dependencies resolved, which must bring nothing else (its
+# tests/test_installation.py). Reinstalled whenever its code changes. Its tests run with -P: the folder's
+# build metadata (klrl_audit.egg-info) off the path, the installed distribution alone seen.
+AUDIT_LIB_VENV := .venv-audit-lib
+AUDIT_LIB_STAMP := $(AUDIT_LIB_VENV)/.installed
+
+$(AUDIT_LIB_STAMP): requirements/audit-lib.txt packages/klrl-audit/pyproject.toml packages/klrl-audit/setup.cfg $(wildcard workflow/klrl_audit/*.py)
+	test -x $(@D)/bin/python || $(PYTHON) -m venv $(@D)
+	$(@D)/bin/python $(PIP_INSTALL) --upgrade pip
+	$(@D)/bin/python $(PIP_INSTALL) --no-deps -r requirements/audit-lib.txt
+	$(call link_venv,$(@D))
+	$(@D)/bin/python -m pip uninstall --quiet -y klrl-audit
+	$(@D)/bin/python $(PIP_INSTALL) ./packages/klrl-audit
+	touch $@
+
 # Each library's tests in its venv, without the main suite's conftest (which needs the project's
 # whole venv): the audit's rows against klrl's exact values, and planted bugs caught. Then, in the
 # project's venv, docs/audit.md's audit block against a fresh audit of every library (marker
 # audit_envs: the main and quick suites leave it to this target).
-test-audit: $(AUDIT_STAMPS) $(STAMP)
-	@status=0; start=$$(date +%s); for library in $(AUDIT_LIBRARIES); do \
+test-audit: $(AUDIT_STAMPS) $(AUDIT_LIB_STAMP) $(STAMP)
+	@status=0; start=$$(date +%s); echo "--- packages/klrl-audit/tests in $(AUDIT_LIB_VENV) (klrl-audit installed from the repository):"; \
+	(cd packages/klrl-audit && KLRL_REQUIRE_AUDIT_ENV=1 ../../$(AUDIT_LIB_VENV)/bin/python -P -m pytest -p no:cacheprovider $(DURATIONS)) || status=1; \
+	for library in $(AUDIT_LIBRARIES); do \
 		echo "--- tests/audit/test_$$library.py in .venv-audit-$$library:"; \
 		PYTHONPATH=workflow KLRL_REQUIRE_AUDIT_ENV=1 .venv-audit-$$library/bin/python -m pytest --noconftest -p no:cacheprovider \
 			-o addopts=--strict-markers $(DURATIONS) tests/audit/test_$$library.py || status=1; \
@@ -388,4 +407,4 @@ bench-tests: $(STAMP)
 	$(BIN)/python benchmarks/test_loop.py
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(PYTHONS:%=.venv-py%) $(AUDIT_LIBRARIES:%=.venv-audit-%)
+	rm -rf $(VENV) $(VLLM_VENV) $(PYTHONS:%=.venv-py%) $(AUDIT_LIBRARIES:%=.venv-audit-%) $(AUDIT_LIB_VENV)

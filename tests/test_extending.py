@@ -30,8 +30,9 @@ from klrl.training.record import read_metrics, read_status
 from klrl.objective.kl import token_kl
 from klrl.tasks import TASKS, Task
 from klrl.tasks.data import prepare, read_split
-from klrl.toy.exact import expected_gradient, token_kl_gradient
-from klrl.toy.policy import make_problem
+from klrl.toy.exact import expected_gradient
+from klrl_audit.targets import token_kl_gradient
+from klrl_audit.toy import make_problem
 from synthetic_grid import write_grid
 from workflow_helpers import FIGURES, ROOT, copy_workflow, job_counts, load_config, snakemake
 

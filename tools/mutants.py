@@ -22,7 +22,14 @@ import time
 from pathlib import Path
 
 K = "workflow/klrl/"
+A = "workflow/klrl_audit/"
 MUTANTS = {
+    "toy expectation without the probability weight": [
+        (A + "expectation.py", "logp=logp + (weight - 1) * (logp - logp.detach()),", "logp=logp,"),
+    ],
+    "per-token targets without the prefix probability": [
+        (A + "targets.py", "(e.q[:, None] * per_prefix * e.mask)", "(per_prefix * e.mask)"),
+    ],
     "penalty sign flipped (R + penalty)": [
         (
             K + "loss.py",
@@ -145,6 +152,8 @@ MUTANTS = {
     ],
 }
 TESTS = [
+    "packages/klrl-audit/tests/test_targets.py",
+    "packages/klrl-audit/tests/test_examples.py",
     "tests/objective/test_kl.py",
     "tests/objective/test_policy_terms.py",
     "tests/toy/test_exact.py",
@@ -180,7 +189,9 @@ def run(root: Path, names: list[str]) -> dict[str, str]:
             env = os.environ | {"PYTHONPATH": str(copy / "workflow"), "OMP_NUM_THREADS": "1"}
             start = time.monotonic()
             proc = subprocess.run(
-                [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not slow", *tests],
+                # the audit library's fixtures (its entry point registers them where it is installed)
+                [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "klrl_audit.pytest_plugin"]
+                + ["-m", "not slow", *tests],
                 cwd=copy,
                 env=env,
                 capture_output=True,

@@ -15,11 +15,13 @@ import torch
 
 from klrl.audit.report import doc_block, markdown
 from klrl.audit import libraries
-from klrl.audit.gradients import AuditSetting, audit_rows, engine_theta, expected_gradient
+from klrl.audit.gradients import AuditSetting, audit_rows
+from klrl_audit import expected_gradient
+from klrl_audit.expectation import engine_theta
 from klrl.objective.kl_config import KLConfig
 from klrl.objective.loss import batch_loss
 from klrl.toy import exact
-from klrl.toy.policy import make_problem
+from klrl_audit.toy import make_problem
 
 
 def klrl_setting(name: str, wrap=lambda loss: loss, bug: str = "") -> AuditSetting:
@@ -39,7 +41,8 @@ def klrl_setting(name: str, wrap=lambda loss: loss, bug: str = "") -> AuditSetti
 def test_one_call_expectation_equals_the_loop_over_groups(name, mode):
     problem = make_problem(vocab=2, horizon=3, seed=1)
     reference = exact.expected_gradient(problem, KLConfig.from_name(name, beta=1.0), mode)
-    torch.testing.assert_close(expected_gradient(problem, klrl_setting(name), mode), reference, rtol=1e-10, atol=1e-12)
+    setting = klrl_setting(name)
+    torch.testing.assert_close(expected_gradient(setting.loss, mode, problem), reference, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("name", ["k1-reward", "k3-loss"])
@@ -49,7 +52,7 @@ def test_mismatch_expectation_equals_klrl_exact_with_that_engine(name):
     reference = exact.expected_gradient(problem, config, "on", engine_theta(problem))
     assert (reference - exact.expected_gradient(problem, config, "on")).norm() > 1e-3  # the engine differs
     torch.testing.assert_close(
-        expected_gradient(problem, klrl_setting(name), "mismatch"), reference, rtol=1e-10, atol=1e-12
+        expected_gradient(klrl_setting(name).loss, "mismatch", problem), reference, rtol=1e-10, atol=1e-12
     )
 
 

@@ -13,10 +13,11 @@ from audit.library_env import require
 require("openrlhf")
 
 from klrl.audit import openrlhf_adapter  # noqa: E402
-from klrl.audit.gradients import audit_rows, expected_gradient  # noqa: E402
+from klrl.audit.gradients import audit_rows  # noqa: E402
+from klrl_audit import expected_gradient  # noqa: E402
 from klrl.objective.kl_config import KLConfig  # noqa: E402
 from klrl.toy import exact  # noqa: E402
-from klrl.toy.policy import make_problem  # noqa: E402
+from klrl_audit.toy import make_problem  # noqa: E402
 
 VERSION = "test"
 UNBIASED = "--algo.kl.use_loss --algo.kl.estimator k3 --algo.kl.unbiased_gradient"
@@ -38,7 +39,10 @@ def problem():
 def test_rows_equal_klrl_exact_gradient(problem, setting, name):
     ours = exact.expected_gradient(problem, KLConfig.from_name(name, beta=1.0), "on")
     # OpenRLHF computes its KL in float32 (compute_approx_kl casts with .float()): equal to float32 precision
-    torch.testing.assert_close(expected_gradient(problem, setting(), "on"), ours, rtol=1e-6, atol=1e-9)
+    audited = setting()
+    torch.testing.assert_close(
+        expected_gradient(audited.loss, "on", problem, audited.tokens_averaged), ours, rtol=1e-6, atol=1e-9
+    )
 
 
 def _rows():
@@ -179,3 +183,18 @@ def test_the_readers_tables_are_the_installed_openrlhfs():
         )
     assert set(openrlhf_flags.RENAMED_0_10_2.values()) <= set(options)
     assert {new for new, _, _ in openrlhf_flags.EARLIER.values()} <= set(options)
+
+
+def test_the_maintainers_page_example_and_the_assertion_on_the_audited_settings():
+    """klrl-audit's OpenRLHF example runs as written; `assert_kl_gradient` gives docs/audit.md's verdicts."""
+    from klrl_audit import assert_kl_gradient
+
+    from audit.readme_examples import example
+
+    example("OpenRLHF")["test_openrlhf_kl_loss_gradients"](assert_kl_gradient)
+    in_reward = openrlhf_adapter.reward_setting(VERSION, "k1")
+    assert_kl_gradient(in_reward.loss, "sequence-reverse-kl", "on", tokens_averaged=True)
+    with pytest.raises(
+        AssertionError, match="on-policy follows none of the named targets .closest: the per-token forward"
+    ):
+        assert_kl_gradient(openrlhf_adapter.loss_setting(VERSION, "k3").loss, tokens_averaged=True)

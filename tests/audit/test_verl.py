@@ -12,10 +12,12 @@ from audit.library_env import require
 require("verl")
 
 from klrl.audit import verl_adapter  # noqa: E402
-from klrl.audit.gradients import audit_rows, expected_gradient  # noqa: E402
+from klrl.audit.gradients import audit_rows  # noqa: E402
+from klrl_audit import expected_gradient  # noqa: E402
 from klrl.objective.kl_config import KLConfig  # noqa: E402
 from klrl.toy import exact  # noqa: E402
-from klrl.toy.policy import make_problem  # noqa: E402
+from klrl_audit.targets import token_kl_gradient  # noqa: E402
+from klrl_audit.toy import make_problem  # noqa: E402
 
 VERSION = "test"
 
@@ -37,7 +39,10 @@ def problem():
 )
 def test_rows_equal_klrl_exact_gradient(problem, setting, name, mode):
     ours = exact.expected_gradient(problem, KLConfig.from_name(name, beta=1.0), mode)
-    torch.testing.assert_close(expected_gradient(problem, setting(), mode), ours, rtol=1e-9, atol=1e-12)
+    audited = setting()
+    torch.testing.assert_close(
+        expected_gradient(audited.loss, mode, problem, audited.tokens_averaged), ours, rtol=1e-9, atol=1e-12
+    )
 
 
 def _row(problem_or_rows, setting_name, mode):
@@ -77,11 +82,13 @@ def _planted(monkeypatch, edit):
 def test_k3_clamp_zeroes_the_gradient_and_a_removed_clamp_is_caught(problem, monkeypatch):
     far = _far_reference(make_problem(vocab=5, horizon=1, seed=0))
     setting = verl_adapter.loss_setting(VERSION, "low_var_kl")
-    targets = {"forward": exact.token_kl_gradient(far, "on", "forward")}
-    clamped = expected_gradient(far, setting, "on")
+    targets = {"forward": token_kl_gradient(far, "on", "forward")}
+    clamped = expected_gradient(setting.loss, "on", far, setting.tokens_averaged)
     assert (clamped - targets["forward"]).norm() > 0.1 * targets["forward"].norm()
     _planted(monkeypatch, lambda source: source.replace("return torch.clamp(kld, min=-10, max=10)", "return kld"))
-    torch.testing.assert_close(expected_gradient(far, setting, "on"), targets["forward"], rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(
+        expected_gradient(setting.loss, "on", far, setting.tokens_averaged), targets["forward"], rtol=1e-9, atol=1e-12
+    )
 
 
 def test_a_flipped_sign_is_caught(problem, monkeypatch):
@@ -228,3 +235,16 @@ def test_the_readers_tables_are_the_installed_verls():
             node = node[part]
         assert node == value, dotted
         assert lines[line - 1].strip().startswith(dotted.split(".")[-1] + ":"), dotted
+
+
+def test_the_maintainers_page_example_and_the_assertion_on_the_audited_settings():
+    """klrl-audit's verl example runs as written; `assert_kl_gradient` gives docs/audit.md's verdicts."""
+    from klrl_audit import assert_kl_gradient
+
+    from audit.readme_examples import example
+
+    example("verl")["test_verl_kl_loss_gradients"](assert_kl_gradient)
+    in_reward = verl_adapter.reward_setting(VERSION, "kl", "rloo")
+    assert_kl_gradient(in_reward.loss, "sequence-reverse-kl", "on", tokens_averaged=True)
+    with pytest.raises(AssertionError, match="off-policy follows none of the named targets"):
+        assert_kl_gradient(in_reward.loss, "sequence-reverse-kl", "off", tokens_averaged=True)

@@ -9,8 +9,9 @@ import torch
 from klrl.objective.engine_correction import EngineCorrection, engine_weights
 from klrl.objective.estimators import STANDARD_CONFIGS
 from klrl.objective.kl_config import KLConfig
-from klrl.toy.exact import enumerate_sequences, expected_gradient
-from klrl.toy.policy import make_problem
+from klrl.toy.exact import expected_gradient
+from klrl_audit.targets import enumerate_sequences
+from klrl_audit.toy import make_problem
 
 CONFIGS = [name for name in STANDARD_CONFIGS if name != "none"]
 

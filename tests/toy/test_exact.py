@@ -12,16 +12,10 @@ from klrl.objective.estimators import SEQUENCE_REVERSE_KL, STANDARD_CONFIGS, TOK
 from klrl.objective.kl import kl_stats
 from klrl.objective.loss import LossConfig
 from klrl.toy.exact import batch_estimates
-from klrl.toy.exact import (
-    MODES,
-    enumerate_sequences,
-    expected_gradient,
-    per_sequence,
-    sequence_kl_gradient,
-    token_kl_gradient,
-    toy_loss_config,
-)
-from klrl.toy.policy import make_problem
+from klrl.toy.exact import expected_gradient, per_sequence, toy_loss_config
+from klrl_audit.targets import SAMPLING
+from klrl_audit.targets import enumerate_sequences, sequence_kl_gradient, token_kl_gradient
+from klrl_audit.toy import make_problem
 
 CONFIGS = [name for name in STANDARD_CONFIGS if name != "none"]
 
@@ -49,7 +43,7 @@ def _rel(a, b):
 def test_enumeration_is_a_distribution(problem):
     # fixed length: all 3^4 sequences; with EOS (token 2): 1 + 2 + 4 + 8 ending in EOS, 16 without
     n = 81 if problem.space.eos is None else 31
-    for mode in MODES:
+    for mode in SAMPLING:
         e = enumerate_sequences(problem, mode, problem.theta)
         assert e.seqs.shape == (n, 4)
         assert len({tuple(s) for s in e.seqs.tolist()}) == n
@@ -111,7 +105,7 @@ def _clamped_config(problem, name, mode) -> LossConfig:
     return toy_loss_config(kl, ratio_clamp=RATIO_CLAMP)
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", SAMPLING)
 @pytest.mark.parametrize("name", CONFIGS)
 def test_expected_gradient_is_what_describe_says(problem, true_grad, name, mode):
     config = _clamped_config(problem, name, mode)
@@ -151,7 +145,7 @@ def test_paper_configs_are_biased_off_policy_and_the_corrections_are_not(problem
         assert torch.allclose(exact, reverse_at_mu, rtol=1e-9, atol=1e-12)
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", SAMPLING)
 @pytest.mark.parametrize("name", ["k1-reward", "k1-loss", "k3-loss", "k3-both", "k1-reward-prefixis", "k3-loss-tokis"])
 def test_monte_carlo_converges_to_the_exact_expectation(problem, name, mode):
     config = KLConfig.from_name(name, beta=0.1)
@@ -187,7 +181,7 @@ def test_the_padding_matters_so_the_eos_proofs_test_the_masks():
     assert _rel(padded, sequence_kl_gradient(problem)) > 0.1
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", SAMPLING)
 def test_group_mean_scales_the_reward_placement_by_g_minus_one_over_g(problem, mode):
     """Dr. GRPO's baseline includes the sample itself: A = (G−1)/G × RLOO's, so the penalty's
     score term shrinks by (G−1)/G = ½ at G = 2; an in-loss term does not."""

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import torch
 
-from klrl.audit.gradients import AuditSetting, GroupBatch
+from klrl.audit.gradients import AuditSetting
+from klrl_audit import GroupBatch
 
 ESTIMATORS = ("k1", "k2", "k3")
 # the advantage estimators whose KL-in-the-reward row this is (--algo.advantage.estimator): the others

@@ -7,7 +7,7 @@ block of docs/audit.md that shows `klrl audit --config` on three launch files.""
 
 from __future__ import annotations
 
-from klrl.audit.gradients import ENGINE_SCALE, ENGINE_SEED
+from klrl_audit.expectation import ENGINE_SCALE, ENGINE_SEED
 from klrl.audit.libraries import NOT_AUDITED
 from klrl.objective.estimators import OTHER, SEQUENCE_REVERSE_KL, TOKEN_REVERSE_KL, ZERO
 

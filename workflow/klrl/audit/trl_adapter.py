@@ -25,7 +25,8 @@ from types import SimpleNamespace
 
 import torch
 
-from klrl.audit.gradients import GROUP, AuditSetting, GroupBatch
+from klrl.audit.gradients import AuditSetting
+from klrl_audit import GROUP, GroupBatch
 
 RLOO_SETTING = "RLOOTrainer beta>0 (KL in the reward, defaults)"
 
@@ -107,22 +108,35 @@ def _config(config_class, **options):
         )
 
 
+def grpo_config(**options):
+    """GRPOConfig(beta=1, **options) for groups of GROUP."""
+    from trl import GRPOConfig
+
+    return _config(GRPOConfig, per_device_train_batch_size=GROUP, **options)
+
+
+def grpo_trainer(args, logp: torch.Tensor | None = None):
+    """A GRPOTrainer of `args` without its constructor, its policy's forward giving `logp`."""
+    from trl import GRPOTrainer
+
+    trainer = _trainer(GRPOTrainer, args, _Policy(logp))
+    trainer.loss_type = args.loss_type
+    trainer.importance_sampling_level = args.importance_sampling_level
+    trainer.off_policy_mask_threshold = args.off_policy_mask_threshold
+    trainer.top_entropy_quantile = args.top_entropy_quantile
+    trainer.entropy_coef = args.entropy_coef
+    trainer.use_adaptive_entropy = args.use_adaptive_entropy
+    trainer._entropy_bonus_enabled = args.entropy_coef != 0.0 or args.use_adaptive_entropy
+    trainer.vllm_importance_sampling_correction = args.vllm_importance_sampling_correction
+    return trainer
+
+
 def grpo_setting(version: str, options: dict) -> AuditSetting:
     """GRPOTrainer._compute_loss with GRPOConfig(beta=1, **options), the task reward 0."""
-    from trl import GRPOConfig, GRPOTrainer
-
-    args = _config(GRPOConfig, per_device_train_batch_size=GROUP, **options)
+    args = grpo_config(**options)
 
     def loss(batch: GroupBatch) -> torch.Tensor:
-        trainer = _trainer(GRPOTrainer, args, _Policy(batch.logp))
-        trainer.loss_type = args.loss_type
-        trainer.importance_sampling_level = args.importance_sampling_level
-        trainer.off_policy_mask_threshold = args.off_policy_mask_threshold
-        trainer.top_entropy_quantile = args.top_entropy_quantile
-        trainer.entropy_coef = args.entropy_coef
-        trainer.use_adaptive_entropy = args.use_adaptive_entropy
-        trainer._entropy_bonus_enabled = args.entropy_coef != 0.0 or args.use_adaptive_entropy
-        trainer.vllm_importance_sampling_correction = args.vllm_importance_sampling_correction
+        trainer = grpo_trainer(args, batch.logp)
         inputs = _prompt_inputs(batch) | {
             "advantages": torch.zeros(batch.seqs.shape[0], dtype=batch.logp.dtype),  # GRPO's, from a reward of 0
             "ref_per_token_logps": batch.ref_logp,

@@ -25,7 +25,8 @@ import ast
 import numpy as np
 import torch
 
-from klrl.audit.gradients import GROUP, AuditSetting, GroupBatch
+from klrl.audit.gradients import AuditSetting
+from klrl_audit import GROUP, GroupBatch
 
 KL_LOSS_TYPES = ("low_var_kl", "k1", "k2", "abs", "k3+", "k1+")
 KL_PENALTIES = ("kl", "k3", "k2", "abs")

@@ -23,8 +23,9 @@ import torch
 from klrl.objective.estimators import STANDARD_CONFIGS
 from klrl.objective.gradient_claims import describe
 from klrl.objective.kl_config import KLConfig
-from klrl.toy.exact import MODES, batch_estimates, expected_gradient, per_sequence, sequence_kl_gradient
-from klrl.toy.policy import make_problem, total_variation
+from klrl.toy.exact import batch_estimates, expected_gradient, per_sequence
+from klrl_audit.targets import SAMPLING, sequence_kl_gradient
+from klrl_audit.toy import make_problem, total_variation
 
 LAG_STEPS = 3  # the staleness of μ behind πθ that the table's off-policy numbers are for
 
@@ -58,7 +59,7 @@ def toy_rows(vocab: int = 3, horizon: int = 4, seed: int = 0, samples: int = 400
     for name in STANDARD_CONFIGS:
         config = KLConfig.from_name(name, beta=0.0 if name == "none" else 1.0)
         claims = describe(config)
-        for mode in MODES:
+        for mode in SAMPLING:
             exact = expected_gradient(problem, config, mode).reshape(-1)
             estimates = batch_estimates(per_sequence(problem, config, mode), samples, batch_size, generator)
             variance = (estimates - exact).square().sum(-1).mean()

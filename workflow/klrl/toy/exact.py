@@ -20,68 +20,9 @@ from klrl.objective.engine_correction import EngineCorrection, engine_weights
 from klrl.objective.kl_config import KLConfig
 from klrl.objective.loss import LossConfig, batch_loss, reward_penalty, token_losses
 from klrl.objective.policy_terms import advantages
-from klrl.toy.policy import ToyProblem
-
-MODES = ("on", "off")
-GROUP = 2  # samples per batch in the exact expectation: the smallest group RLOO allows
-
-
-@dataclass
-class Enumeration:
-    """Every sequence with its sampling probability and the tensors the trainer would have."""
-
-    seqs: torch.Tensor  # (S, T)
-    q: torch.Tensor  # (S,) sampling probability, constant
-    logp: torch.Tensor  # (S, T) log πθ, differentiable in theta
-    ref_logp: torch.Tensor
-    behaviour_logp: torch.Tensor | None  # log μ per token off-policy; None on-policy (q = πθ)
-    mask: torch.Tensor  # (S, T) 1 up to and including EOS
-
-
-def enumerate_sequences(problem: ToyProblem, mode: str, theta: torch.Tensor) -> Enumeration:
-    space = problem.space
-    seqs = space.sequences()
-    mask = space.mask(seqs)
-    logp = space.token_logp(theta, seqs)
-    if mode == "on":
-        behaviour_logp, sampling_logp = None, logp.detach()
-    elif mode == "off":
-        behaviour_logp = sampling_logp = space.token_logp(problem.behaviour_theta, seqs)
-    else:
-        raise ValueError(f"mode: {mode!r} is not one of {', '.join(MODES)}")
-    q = (sampling_logp * mask).sum(-1).exp()
-    ref_logp = space.token_logp(problem.ref_theta, seqs)
-    return Enumeration(seqs, q, logp, ref_logp, behaviour_logp, mask)
-
-
-def _theta(problem: ToyProblem) -> torch.Tensor:
-    return problem.theta.clone().requires_grad_(True)
-
-
-def sequence_kl_gradient(problem: ToyProblem) -> torch.Tensor:
-    """∇θ KL(πθ ‖ πref) over whole sequences: ∇ Σ_y πθ(y) Σ_t δ_t(y)."""
-    theta = _theta(problem)
-    e = enumerate_sequences(problem, "on", theta)
-    kl = (e.logp * e.mask).sum(-1).exp() * ((e.logp - e.ref_logp) * e.mask).sum(-1)
-    return torch.autograd.grad(kl.sum(), theta)[0]
-
-
-def token_kl_gradient(problem: ToyProblem, mode: str, direction: str) -> torch.Tensor:
-    """Σ_t E_{prefix~q}[∇θ KL at that prefix], prefixes held fixed, over the unmasked steps.
-
-    direction 'reverse' is KL(πθ ‖ πref), 'forward' is KL(πref ‖ πθ); q as in `mode`.
-    """
-    theta = _theta(problem)
-    e = enumerate_sequences(problem, mode, theta)
-    log_pi = problem.space.log_dists(theta, e.seqs)
-    log_ref = problem.space.log_dists(problem.ref_theta, e.seqs)
-    if direction == "reverse":
-        per_prefix = (log_pi.exp() * (log_pi - log_ref)).sum(-1)
-    elif direction == "forward":
-        per_prefix = (log_ref.exp() * (log_ref - log_pi)).sum(-1)
-    else:
-        raise ValueError(f"direction: {direction!r} is not 'reverse' or 'forward'")
-    return torch.autograd.grad((e.q[:, None] * per_prefix * e.mask).sum(), theta)[0]
+from klrl_audit.expectation import GROUP
+from klrl_audit.targets import enumerate_sequences
+from klrl_audit.toy import ToyProblem
 
 
 def toy_loss_config(config: KLConfig, **options) -> LossConfig:
@@ -103,7 +44,7 @@ def expected_gradient(
     `correction` (klrl.objective.engine_correction) if one is given.
     """
     loss_config = config if isinstance(config, LossConfig) else toy_loss_config(config)
-    theta = _theta(problem)
+    theta = problem.theta.clone().requires_grad_(True)
     e = enumerate_sequences(problem, mode, theta)
     q, weights = e.q, None
     if engine_theta is not None:

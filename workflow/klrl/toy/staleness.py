@@ -21,8 +21,9 @@ import torch
 
 from klrl.objective.kl_config import KLConfig
 from klrl.objective.estimators import STANDARD_CONFIGS
-from klrl.toy.exact import batch_estimates, expected_gradient, per_sequence, sequence_kl_gradient
-from klrl.toy.policy import ToyProblem, make_problem, total_variation
+from klrl.toy.exact import batch_estimates, expected_gradient, per_sequence
+from klrl_audit.targets import sequence_kl_gradient
+from klrl_audit.toy import ToyProblem, make_problem, total_variation
 
 LAG_COLUMNS = ("config", "lag", "tv", "rel_bias", "rel_std")
 HORIZON_COLUMNS = ("config", "horizon", "lag", "tv", "rel_bias", "rel_std")

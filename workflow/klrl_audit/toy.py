@@ -1,4 +1,4 @@
-"""A tabular autoregressive policy small enough to enumerate every sequence.
+"""The toy policy: a tabular autoregressive policy small enough to enumerate every sequence.
 
 The policy has one row of V logits per prefix (all prefixes of length 0..T−1), so the
 parameters are a (n_prefixes, V) table θ and πθ(y_t | y<t) = softmax(θ[prefix(y<t)])[y_t].
