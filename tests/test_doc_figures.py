@@ -37,12 +37,14 @@ SETTINGS = {
         "about 4 minutes",  # MLflow's retries
     ),
     "docs/components.md": ("100 kB strings",),  # a hostile input of the grading tests
+    "docs/audit.md": ("bounds (1 MiB", "shell words, 5 s)"),  # the bounds of reading a launch file
     "docs/contributing.md": ("3 s of CPU",),  # the cost from which a test is marked slow
     "docs/paper-scale.md": (
         "about 8 minutes on one GPU",  # the size of the prepared GPU check
         "40 GB or more of an 80 GB H100",  # the budget's memory against the GPU's
         "3 GB in fp32",  # the logits of one 5,120-token sequence: arithmetic
         "1 to 3 minutes",  # the rollout time the estimate assumes
+        "10 s, and the devices",  # the lease's wait between SIGTERM and SIGKILL
     ),
     "docs/reliability.md": ("a 2 s timeout", "a 60 s deadline"),  # the grader's bounds
 }
