@@ -1,13 +1,10 @@
 """config/night.yaml's budget (klrl.grid.run_budget): one Qwen2.5-0.5B-Instruct on-policy cell
-counted by hand, the night within 12 hours on one node of 8 GPUs with one-GPU cells, and
-docs/night.md's block as the verb prints it."""
-
-import re
+counted by hand, and the night within 12 hours on one node of 8 GPUs with one-GPU cells
+(docs/night.md's block: tests/grid/test_run_budget.py)."""
 
 import pytest
-from klrl.cli import main as klrl
 from klrl.grid.run_budget import grid_budget, node_hours
-from workflow_helpers import ROOT, load_config
+from workflow_helpers import load_config
 
 # Qwen/Qwen2.5-0.5B-Instruct: 494,032,768 parameters (tied embedding, 151,936 × 896)
 PARAMS = 494_032_768
@@ -35,12 +32,3 @@ def test_the_night_fits_12_hours_of_one_node_with_8_cells_at_once():
     )
     # the node's disk at once: 8 running cells' checkpoints; every final model; the download
     assert budget["disk"]["checkpoints"] == 8 * max(row.footprint.running_disk for row in budget["rows"])
-
-
-def test_the_night_doc_shows_the_budget_verbs_output(capsys):
-    assert klrl(["budget", "--config", "config/night.yaml"]) == 0
-    printed = capsys.readouterr().out
-    doc = (ROOT / "docs" / "night.md").read_text()
-    block = re.search(r"<!-- budget:night:begin -->\n(.*?)\n<!-- budget:night:end -->", doc, re.S)
-    assert block and block[1] == printed.rstrip("\n")
-    assert "8 jobs at once (the GPU leases): 11.1 hours" in printed

@@ -28,7 +28,7 @@ import numpy as np
 
 from klrl.analysis.claim_family import ALPHA
 from klrl.analysis.claims import CLAIMS, Claim
-from klrl.analysis.power_study import _differences, rate_row_power
+from klrl.analysis.power_study import _differences, fewest_seeds, rate_row_power
 from klrl.analysis.simulation import Scenario
 
 TARGET = 0.8
@@ -119,15 +119,7 @@ def seeds_needed(claim: Claim, cells: list[dict], family: int, planning: Plannin
         power = claim_power(claim, cells, n, family, planning)
         return power is not None and power >= TARGET
 
-    low, high = 1, 2
-    while not enough(high):
-        if high >= MOST_SEEDS:
-            return None
-        low, high = high, min(2 * high, MOST_SEEDS)
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (low, middle) if enough(middle) else (middle, high)
-    return high
+    return fewest_seeds(enough, MOST_SEEDS)
 
 
 def paper_plan(cells: list[dict], not_testable: dict, planning: Planning) -> list[dict]:
