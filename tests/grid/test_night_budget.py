@@ -32,3 +32,17 @@ def test_the_night_fits_12_hours_of_one_node_with_8_cells_at_once():
     )
     # the node's disk at once: 8 running cells' checkpoints; every final model; the download
     assert budget["disk"]["checkpoints"] == 8 * max(row.footprint.running_disk for row in budget["rows"])
+
+
+def test_the_gpu_checks_night_cell_is_timed_against_the_budgets_step():
+    """benchmarks/night_cell.py prints the budget's step time of its cell beside the measured one."""
+    from klrl.grid.expansion import expand_grid
+    from workflow_helpers import load_benchmark
+
+    night_cell = load_benchmark("night_cell")
+    config = load_config("night")
+    cell = expand_grid(config)[night_cell.CELL]
+    (row,) = [row for row in grid_budget(config, gpus_per_node=8)["rows"] if row.policy == "on"]
+    assumed = night_cell.assumed_seconds(config, cell)
+    assert (cell.kl, cell.beta, cell.policy) == ("k3-loss", 0.3, "on")
+    assert assumed * row.cells * cell.train["steps"] / 3600 == pytest.approx(row.gpu_hours, rel=1e-12)

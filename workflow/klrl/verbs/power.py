@@ -1,6 +1,7 @@
 """`klrl power` (klrl.analysis.power_study): by simulation, the coverage of the claims' interval,
 the seeds a claim needs, or the collapse scenario's rates, fitted to a run or given; exactly, a
-collapse-rate row's power at given rates and seed counts."""
+collapse-rate row's power at given rates and seed counts; `plan`: each claim a study config's
+grid tests, its power at the config's seeds and the seeds it needs (klrl.analysis.plan_power)."""
 
 from __future__ import annotations
 
