@@ -93,11 +93,19 @@ def test_planted_effect_studies_at_the_nights_shape_give_the_stated_powers():
 
 
 def test_a_grid_without_a_claims_configurations_does_not_plan_it():
+    quick = Planning(PLANNING.domains, PLANNING.mechanism_sd, grids=20)
     cells = [{"model": "m", "kl": "k1-reward", "beta": 0.1, "policy": "on", "lag": 0, "seed": s} for s in range(3)]
-    names = [row["claim"] for row in paper_plan(cells, {}, PLANNING)]
+    names = [row["claim"] for row in paper_plan(cells, {}, quick)]
     assert names == []
     cells += [{**cell, "kl": "k3-loss"} for cell in cells]
-    assert [row["claim"] for row in paper_plan(cells, {}, PLANNING)] == [
+    assert [row["claim"] for row in paper_plan(cells, {}, quick)] == [
         "k1-reward-beats-k3-loss-in",
         "k1-reward-beats-k3-loss-out",
     ]
+
+
+def test_the_plan_verb_asks_for_a_config_and_both_domains_seed_sds(capsys):
+    from klrl.cli import main as klrl
+
+    with pytest.raises(SystemExit, match="power plan: give --config, --seed-sd IN OUT and --problems IN OUT"):
+        klrl(["power", "plan", "--config", "config/night.yaml", "--seed-sd", "0.064"])
