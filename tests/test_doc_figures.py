@@ -45,6 +45,7 @@ SETTINGS = {
         "1 to 3 minutes",  # the rollout time the estimate assumes
     ),
     "docs/reliability.md": ("a 2 s timeout", "a 60 s deadline"),  # the grader's bounds
+    "docs/night.md": ("12 hours",),  # the night's bound, which its budget is held to
 }
 
 
