@@ -24,7 +24,9 @@ as_root = pytest.mark.skipif(
 # A leased job: writes its devices, then holds them until its stop file appears.
 _JOB = """
 import os, sys, time
-open(sys.argv[1], "w").write(os.environ["CUDA_VISIBLE_DEVICES"])
+with open(sys.argv[1] + ".part", "w") as file:  # renamed when written: a reader never sees it half made
+    file.write(os.environ["CUDA_VISIBLE_DEVICES"])
+os.rename(sys.argv[1] + ".part", sys.argv[1])
 while not os.path.exists(sys.argv[2]):
     time.sleep(0.05)
 """
