@@ -37,15 +37,6 @@ from klrl.analysis.rate_tests import RateRow
 ALPHA = 0.05
 COMBINES = ("every", "pooled")
 DIRECTIONS = ("greater", "less", "equivalent")
-VERDICTS = (
-    "not testable at this scale",
-    "reproduced",
-    "reproduced, below its size",
-    "absent at its size",
-    "contradicted",
-    "inconclusive",
-    "not in this grid",
-)
 
 
 @dataclass(frozen=True)
