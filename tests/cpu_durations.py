@@ -3,10 +3,14 @@ two cores among several suites, so a test's wall time counts what ran beside it,
 time is what it costs. Each phase's (setup, call, teardown) CPU is that of the process running
 the test and of the children it waited for (getrusage's RUSAGE_SELF and RUSAGE_CHILDREN: a
 Snakemake run's jobs, a torchrun's processes), carried on the phase's report to pytest-xdist's
-controller; with `--durations N`, the terminal summary lists the N costliest tests and the total."""
+controller; with `--durations N`, the terminal summary lists the N costliest tests and the total.
+With KLRL_TEST_TIMELINE=FILE the controller also appends each phase's worker, start, stop and CPU
+to FILE as JSON lines: when each worker ran what (benchmarks/CI.md reads one for `make test`)."""
 
 from __future__ import annotations
 
+import json
+import os
 import resource
 
 import pytest
@@ -37,12 +41,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 class CpuTable:
     """Each test's CPU, summed over its phases' reports (on the controller under pytest-xdist)."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeline: str | None) -> None:
         self.by_test: dict[str, float] = {}
+        self.timeline = timeline
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.by_test[report.nodeid] = self.by_test.get(report.nodeid, 0.0) + getattr(report, CPU_KEY, 0.0)
+        cpu = getattr(report, CPU_KEY, 0.0)
+        self.by_test[report.nodeid] = self.by_test.get(report.nodeid, 0.0) + cpu
+        if self.timeline:
+            worker = getattr(getattr(report, "node", None), "gateway", None)  # pytest-xdist's, else none
+            phase = {"test": report.nodeid, "phase": report.when, "worker": worker.id if worker else "main"}
+            with open(self.timeline, "a") as timeline:
+                timeline.write(json.dumps(phase | {"start": report.start, "stop": report.stop, CPU_KEY: cpu}) + "\n")
 
     @pytest.hookimpl
     def pytest_terminal_summary(self, terminalreporter, config: pytest.Config) -> None:
@@ -59,4 +70,4 @@ class CpuTable:
 
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # not one of pytest-xdist's workers: the process that reports
-        config.pluginmanager.register(CpuTable(), "cpu_table")
+        config.pluginmanager.register(CpuTable(os.environ.get("KLRL_TEST_TIMELINE")), "cpu_table")

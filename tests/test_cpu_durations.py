@@ -1,6 +1,7 @@
 """`--durations N` also lists the N tests that cost the most CPU, their children's included, as
 pytest-xdist's workers ran them (tests/cpu_durations.py)."""
 
+import json
 import re
 import subprocess
 import sys
@@ -18,6 +19,7 @@ def test_a_child_computes():
 
 
 def test_the_cpu_table_counts_a_tests_children_and_not_its_waiting(tmp_path):
+    """And with KLRL_TEST_TIMELINE, each phase's worker, start, stop and CPU as JSON lines."""
     (tmp_path / "test_inner.py").write_text(INNER)
     command = [sys.executable, "-m", "pytest", "-p", "cpu_durations", "-n", "2", "--durations", "2", "-q"]
     done = subprocess.run(
@@ -25,7 +27,7 @@ def test_the_cpu_table_counts_a_tests_children_and_not_its_waiting(tmp_path):
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        env={"PYTHONPATH": str(Path(__file__).parent), "PATH": "/usr/bin:/bin"},
+        env={"PYTHONPATH": str(Path(__file__).parent), "PATH": "/usr/bin:/bin", "KLRL_TEST_TIMELINE": "timeline.jsonl"},
     )
     assert done.returncode == 0, done.stdout[-2000:]
     table = done.stdout.split("tests by CPU", 1)[1]
@@ -36,3 +38,11 @@ def test_the_cpu_table_counts_a_tests_children_and_not_its_waiting(tmp_path):
     assert seconds["test_inner.py::test_sleeps"] < 0.2
     total = re.search(r"([0-9.]+)s cpu  in all, 2 tests", table)
     assert total and abs(float(total[1]) - sum(seconds.values())) < 0.1
+    phases = [json.loads(line) for line in (tmp_path / "timeline.jsonl").read_text().splitlines()]
+    assert sorted((phase["test"], phase["phase"]) for phase in phases) == sorted(
+        (name, when) for name in seconds for when in ("setup", "call", "teardown")
+    )
+    assert {phase["worker"] for phase in phases} <= {"gw0", "gw1"}
+    calls = {phase["test"]: phase for phase in phases if phase["phase"] == "call"}
+    assert 0.6 <= calls["test_inner.py::test_sleeps"]["stop"] - calls["test_inner.py::test_sleeps"]["start"] < 1.5
+    assert calls["test_inner.py::test_a_child_computes"]["cpu_s"] >= 0.6
