@@ -1,8 +1,8 @@
 """Fixtures and builders every test may use: a tiny base model and prepared data (built once
 per pytest run, once per worker under `make test`), the CI grid (run once for all workers), the
-order of the longest tests, the settings of a tiny training cell (`tiny_settings`,
-`tiny_config`) and a cell's settings file in a results folder (`write_cell_settings`); the
-tests by CPU time beside `--durations` (cpu_durations)."""
+suite's order (the longest test, then the files of slow tests), the settings of a tiny training
+cell (`tiny_settings`, `tiny_config`) and a cell's settings file in a results folder
+(`write_cell_settings`); the tests by CPU time beside `--durations` (cpu_durations)."""
 
 import json
 import os
@@ -97,21 +97,25 @@ def trained_records(config: TrainConfig, out: Path) -> list[dict]:
     return [record for record in read_metrics(out / "metrics.jsonl") if "loss/total" in record]
 
 
-COLLECTED_ORDER = pytest.StashKey[list[str]]()
+COLLECTED_ORDER = pytest.StashKey[list[tuple[str, bool]]]()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
-    """Tests marked `longest` first: `make test` runs the suite on two workers, one test file
-    at a time each, in collection order (pytest-xdist: --dist loadfile --no-loadscope-reorder);
-    a worker that started the longest file last would finish alone. The order is kept for
-    `collected_order`: this hook runs before `-m` and `-k` deselect any test."""
-    items.sort(key=lambda item: item.get_closest_marker("longest") is None)
-    config.stash[COLLECTED_ORDER] = [item.nodeid for item in items]
+    """Tests marked `longest` first, then the files holding a `slow` test, then the rest, each
+    file's tests together in their own order: `make test` runs the suite on two workers, one test
+    file at a time each, in collection order (pytest-xdist: --dist loadfile
+    --no-loadscope-reorder). A worker that started a long file last would finish alone; with the
+    quick files last, the two workers end within a few seconds of each other. The order is kept
+    for `collected_order`: this hook runs before `-m` and `-k` deselect any test."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: (item.get_closest_marker("longest") is None, item.path not in slow_files))
+    config.stash[COLLECTED_ORDER] = [(item.nodeid, item.get_closest_marker("slow") is not None) for item in items]
 
 
 @pytest.fixture
-def collected_order(request) -> list[str]:
-    """The node ids of every test this pytest run collected, in the order it runs them, deselected ones included."""
+def collected_order(request) -> list[tuple[str, bool]]:
+    """Every test this pytest run collected, in the order it runs them, deselected ones included:
+    its node id and whether it is marked `slow`."""
     return request.config.stash[COLLECTED_ORDER]
 
 
