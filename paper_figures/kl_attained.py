@@ -39,6 +39,10 @@ for ax, metric, ylabel in (
             ax.plot(grid, value, color=color("none"), linewidth=1.4, linestyle=(0, (5, 2)))
     if betas and min(betas) > 0 and max(betas) > min(betas):
         ax.set_xscale("log")
+    if metric == "kl_reverse" and len(on) and (on[metric] > 0).all():
+        ax.set_yscale("log")  # a diverging configuration's KL is tens of nats, the others' about one
+    elif metric == "objective":
+        ax.set_yscale("symlog", linthresh=1.0)  # linear within ±1, logarithmic beyond
     ax.set_xlabel("β")
     ax.set_ylabel(ylabel)
     if table.empty:
