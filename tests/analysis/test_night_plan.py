@@ -15,7 +15,7 @@ from workflow_helpers import ROOT, load_config
 # the planning inputs the block's command states (docs/night.md)
 PLANNING = Planning(
     {"in": Domain(0.34, 500, 1, 0.064), "out": Domain(0.34, 100, 3, 0.089)},
-    {"kl_reverse": 0.08, "objective": 0.064},
+    {"kl_reverse": 0.148, "objective": 0.136},
     grids=200,
 )
 
@@ -24,7 +24,7 @@ def plan_block() -> dict[str, dict]:
     doc = (ROOT / "docs" / "night.md").read_text()
     block = re.search(r"<!-- power:plan:begin -->\n(.*?)\n<!-- power:plan:end -->", doc, re.S)
     assert block, "docs/night.md has no power:plan block"
-    assert "--seed-sd 0.064 0.089 --problems 500 100 --base-rate 0.34 --mechanism-sd 0.08 0.064" in block[1]
+    assert "--seed-sd 0.064 0.089 --problems 500 100 --base-rate 0.34 --mechanism-sd 0.148 0.136" in block[1]
     rows = {}
     for line in block[1].splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]
