@@ -3,7 +3,10 @@
 # colocated vLLM rollouts, an off-policy run (its lag a queue of rollouts), a kill and its resume
 # from the checkpoint, lm-eval's vLLM backend; with 2 GPUs or more in the pool, GPU leases (two
 # one-GPU jobs at once through `klrl gpu-lease` see different devices). One PASS/FAIL line per
-# stage, then step time, tokens/s and peak GPU memory, in about 8 minutes. Arguments go to
+# stage, then step time, tokens/s and peak GPU memory, in about 8 minutes. Then, on a GPU and
+# without --stages, one cell of config/night.yaml for 4 steps (benchmarks/night_cell.py): its step
+# time beside the one `klrl budget` assumes (SKIP until `klrl fetch --config config/night.yaml`
+# has put its model and MATH on the machine). Arguments go to
 # benchmarks/gpu_check.py, e.g.
 #   benchmarks/gpu_check.sh                                  # every stage, one GPU
 #   benchmarks/gpu_check.sh --gpus 8                         # the same on 8 GPUs
@@ -29,4 +32,9 @@ if [[ " $* " != *" --device cpu "* ]]; then
         exit 2
     fi
 fi
-exec "$PYTHON" benchmarks/gpu_check.py "$@"
+status=0
+"$PYTHON" benchmarks/gpu_check.py "$@" || status=$?
+if [[ " $* " != *" --device cpu "* && " $* " != *" --stages "* ]]; then
+    "$PYTHON" benchmarks/night_cell.py || status=1
+fi
+exit "$status"

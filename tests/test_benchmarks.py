@@ -50,6 +50,7 @@ def test_the_readme_lists_every_script_of_the_folder_once_and_the_command_that_r
         "`common.py`",
         "`gpu_check.py`",
         "`gpu_lease_check.py`",
+        "`night_cell.py`",
         "`process_tree.py`",
     }
     for script, _what, command, latest in benchmarks:

@@ -47,6 +47,7 @@ SETTINGS = {
         "10 s, and the devices",  # the lease's wait between SIGTERM and SIGKILL
     ),
     "docs/reliability.md": ("a 2 s timeout", "a 60 s deadline"),  # the grader's bounds
+    "docs/night.md": ("12 hours",),  # the night's bound, which its budget is held to
 }
 
 

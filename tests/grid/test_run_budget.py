@@ -1,5 +1,6 @@
 """`klrl budget` (klrl.grid.run_budget): one Qwen2.5-7B off-policy cell of config/paper.yaml counted
-by hand, the figures docs/paper-scale.md shows are the verb's output, and what it refuses."""
+by hand, the figures docs/paper-scale.md and docs/night.md show are the verb's output, and what it
+refuses."""
 
 import re
 
@@ -30,14 +31,20 @@ def test_a_qwen_7b_lag_10_cell_counted_by_hand():
     assert round(seconds, 1) == 142.9
 
 
-def test_the_paper_scale_doc_shows_the_budget_verbs_output(capsys):
-    assert klrl(["budget", "--config", "config/paper.yaml"]) == 0
+@pytest.mark.parametrize(
+    "name, doc, shown",
+    [
+        ("paper", "paper-scale.md", "| off, lag 10 | 6 | 8 | 800 | 47.9 GB | 34.3 GB | 92.1 GB | 276 GB |"),
+        ("night", "night.md", "8 jobs at once (the GPU leases): 11.1 hours"),
+    ],
+)
+def test_a_docs_budget_block_is_the_verbs_output(name, doc, shown, capsys):
+    assert klrl(["budget", "--config", f"config/{name}.yaml"]) == 0
     printed = capsys.readouterr().out
-    doc = (ROOT / "docs" / "paper-scale.md").read_text()
-    block = re.search(r"<!-- budget:paper:begin -->\n(.*?)\n<!-- budget:paper:end -->", doc, re.S)
+    text = (ROOT / "docs" / doc).read_text()
+    block = re.search(rf"<!-- budget:{name}:begin -->\n(.*?)\n<!-- budget:{name}:end -->", text, re.S)
     assert block and block[1] == printed.rstrip("\n")
-    line = next(line for line in printed.splitlines() if line.startswith("| qwen2.5-7b | off, lag 10 |"))
-    assert line.split(" | ")[5:9] == ["47.9 GB", "34.3 GB", "92.1 GB", "276 GB"]
+    assert shown in printed
 
 
 def test_a_built_model_or_no_gpus_a_node_is_one_line(capsys):

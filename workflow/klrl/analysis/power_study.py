@@ -84,6 +84,12 @@ def seeds_needed(
     def enough(n: int) -> bool:
         return power(dataclasses.replace(scenario, seeds=n), effect, configs, grids, seed) >= target
 
+    return fewest_seeds(enough, max_seeds)
+
+
+def fewest_seeds(enough, max_seeds: int) -> int | None:
+    """The fewest seeds n ≥ 2 with `enough(n)`, which holds from some n on (None: not by
+    max_seeds). Doubling then bisection."""
     low, high = 1, 2
     while not enough(high):
         if high >= max_seeds:

@@ -1,6 +1,7 @@
 """`klrl power` (klrl.analysis.power_study): by simulation, the coverage of the claims' interval,
 the seeds a claim needs, or the collapse scenario's rates, fitted to a run or given; exactly, a
-collapse-rate row's power at given rates and seed counts."""
+collapse-rate row's power at given rates and seed counts; `plan`: each claim a study config's
+grid tests, its power at the config's seeds and the seeds it needs (klrl.analysis.plan_power)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ HELP = "coverage of the claims' interval, the seeds a claim needs, a collapse-ra
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "what", choices=("coverage", "seeds", "collapse", "rates", "mechanism"), help="which table to print"
+        "what", choices=("coverage", "seeds", "collapse", "rates", "mechanism", "plan"), help="which table to print"
     )
     parser.add_argument("--seed-sd", type=float, nargs="+", default=[0.03, 0.06, 0.1, 0.15], help="seed SDs of pass@1")
     parser.add_argument(
@@ -47,6 +48,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--betas", type=float, nargs="+", default=[0.1, 1.0, 3.0], help="mechanism: the planned study's β grid"
     )
+    parser.add_argument("--config", type=Path, help="plan: the study's config (its grid, seeds and not_testable)")
+    parser.add_argument(
+        "--mechanism-sd", type=float, nargs=2, default=[0.08, 0.064], help="plan: seed SDs of the attained KL and J_β"
+    )
     parser.add_argument("--rows", type=int, default=5, help="rates: rows with a p-value in the claims' family")
     parser.add_argument("--write", type=Path, help="rewrite this file's power:WHAT block with the table")
 
@@ -58,6 +63,8 @@ def run(args: argparse.Namespace) -> None:
         raise SystemExit(f"--configs {args.configs} must be ≥ 2 and --grids {args.grids} ≥ 1")
     if args.what == "rates":
         table = _rates(args)
+    elif args.what == "plan":
+        table = _plan(args)
     elif args.what == "mechanism":
         table = _mechanism(args)
     elif args.what == "collapse":
@@ -105,6 +112,30 @@ def _mechanism(args: argparse.Namespace) -> str:
         + " |",
     ]
     return "\n".join(lines)
+
+
+def _plan(args: argparse.Namespace) -> str:
+    """Each claim's power as the config at --config plans it (klrl.analysis.plan_power): pass@1
+    seed SDs --seed-sd IN OUT, problems --problems IN OUT, base rate --base-rate."""
+    from klrl.analysis.plan_power import Domain, Planning, plan_table
+    from klrl.grid.config_check import read_config
+
+    if args.config is None or len(args.seed_sd) != 2 or len(args.problems) != 2:
+        raise SystemExit("power plan: give --config, --seed-sd IN OUT and --problems IN OUT")
+    config = read_config(args.config)
+    tasks = max(len(group["eval_tasks"]) - 1 for group in config["groups"])
+    domains = {
+        "in": Domain(args.base_rate, args.problems[0], 1, args.seed_sd[0]),
+        "out": Domain(args.base_rate, args.problems[1], tasks, args.seed_sd[1]),
+    }
+    sds = dict(zip(("kl_reverse", "objective"), args.mechanism_sd))
+    planning = Planning(domains, sds, args.samples[0], args.grids, args.random_seed)
+    command = (
+        f"python -m klrl power plan --config {args.config} --seed-sd {' '.join(f'{s:g}' for s in args.seed_sd)}"
+        f" --problems {' '.join(map(str, args.problems))} --base-rate {args.base_rate:g}"
+        f" --mechanism-sd {' '.join(f'{s:g}' for s in args.mechanism_sd)} --grids {args.grids}"
+    )
+    return plan_table(config, planning, command)
 
 
 def _coverage(args: argparse.Namespace) -> str:
