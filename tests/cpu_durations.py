@@ -4,14 +4,17 @@ time is what it costs. Each phase's (setup, call, teardown) CPU is that of the p
 the test and of the children it waited for (getrusage's RUSAGE_SELF and RUSAGE_CHILDREN: a
 Snakemake run's jobs, a torchrun's processes), carried on the phase's report to pytest-xdist's
 controller; with `--durations N`, the terminal summary lists the N costliest tests and the total.
-With KLRL_TEST_TIMELINE=FILE the controller also appends each phase's worker, start, stop and CPU
-to FILE as JSON lines: when each worker ran what (benchmarks/CI.md reads one for `make test`)."""
+With KLRL_TEST_TIMELINE=FILE the controller also appends each phase's suite (its venv), worker,
+start, stop and CPU to FILE as JSON lines: when each worker ran what (benchmarks/CI.md reads one
+of `make test`, whose suites all append to the one file)."""
 
 from __future__ import annotations
 
 import json
 import os
 import resource
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -51,7 +54,8 @@ class CpuTable:
         self.by_test[report.nodeid] = self.by_test.get(report.nodeid, 0.0) + cpu
         if self.timeline:
             worker = getattr(getattr(report, "node", None), "gateway", None)  # pytest-xdist's, else none
-            phase = {"test": report.nodeid, "phase": report.when, "worker": worker.id if worker else "main"}
+            phase = {"suite": Path(sys.prefix).name, "test": report.nodeid, "phase": report.when}
+            phase["worker"] = worker.id if worker else "main"
             with open(self.timeline, "a") as timeline:
                 timeline.write(json.dumps(phase | {"start": report.start, "stop": report.stop, CPU_KEY: cpu}) + "\n")
 

@@ -19,7 +19,7 @@ def test_a_child_computes():
 
 
 def test_the_cpu_table_counts_a_tests_children_and_not_its_waiting(tmp_path):
-    """And with KLRL_TEST_TIMELINE, each phase's worker, start, stop and CPU as JSON lines."""
+    """And with KLRL_TEST_TIMELINE, each phase's suite, worker, start, stop and CPU as JSON lines."""
     (tmp_path / "test_inner.py").write_text(INNER)
     command = [sys.executable, "-m", "pytest", "-p", "cpu_durations", "-n", "2", "--durations", "2", "-q"]
     done = subprocess.run(
@@ -43,6 +43,7 @@ def test_the_cpu_table_counts_a_tests_children_and_not_its_waiting(tmp_path):
         (name, when) for name in seconds for when in ("setup", "call", "teardown")
     )
     assert {phase["worker"] for phase in phases} <= {"gw0", "gw1"}
+    assert {phase["suite"] for phase in phases} == {Path(sys.prefix).name}
     calls = {phase["test"]: phase for phase in phases if phase["phase"] == "call"}
     assert 0.6 <= calls["test_inner.py::test_sleeps"]["stop"] - calls["test_inner.py::test_sleeps"]["start"] < 1.5
     assert calls["test_inner.py::test_a_child_computes"]["cpu_s"] >= 0.6
