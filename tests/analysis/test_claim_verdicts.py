@@ -5,6 +5,7 @@ bounded short of its size makes it absent at its size."""
 import numpy as np
 import pandas as pd
 
+from klrl.analysis.claim_family import NOT_TESTABLE
 from klrl.analysis.claim_table import COLUMNS as CLAIM_COLUMNS, claim_table
 from klrl.analysis.claims import CLAIMS
 from klrl.analysis.family import CLAIM_RULE
@@ -74,3 +75,20 @@ def test_the_claims_block_states_the_rule_and_shows_each_claims_verdict_then_its
     assert lines[9].startswith(
         f"- {K3_REWARD.paper}: {K3_REWARD.comparison()} on arith (in domain), β 0.1: difference of collapse rates +0.000"
     )
+
+
+def test_the_claims_block_counts_in_its_family_only_the_claims_tested():
+    """A claim declared not testable at this scale, or not in the grid, is outside the family the
+    header counts; the declared ones are named beside it."""
+    rows, claim = _decide({"0.1": 0, "3": 11})
+    verdicts = (claim["verdict"], NOT_TESTABLE, NOT_TESTABLE, "not in this grid")
+    claims = pd.DataFrame(
+        [dict.fromkeys(CLAIM_COLUMNS, np.nan) | claim | {"verdict": verdict} for verdict in verdicts],
+        columns=CLAIM_COLUMNS,
+    )
+    frame = pd.DataFrame([{k: v for k, v in row.items() if k != "_test"} for row in rows], columns=COLUMNS)
+    header = claims_block("study", claims, frame, "config/study.yaml", "1 h", "Cells trained.").splitlines()[1]
+    assert f"The family: 1 claim tested (2 more declared {NOT_TESTABLE}, outside it), " in header
+    alone = claims.iloc[:1]
+    header = claims_block("study", alone, frame, "config/study.yaml", "1 h", "Cells trained.").splitlines()[1]
+    assert "The family: 1 claim tested, " in header

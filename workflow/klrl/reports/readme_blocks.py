@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from klrl.analysis.claim_family import ALPHA
+from klrl.analysis.claim_family import ALPHA, NOT_TESTABLE
 from klrl.analysis.family import CLAIM_RULE, CORRECTION, POWER, REACHABLE_SEEDS
 from klrl.analysis.mechanism_claims import FAMILY_RULE
 from klrl.analysis.verdicts import MIN_SURVIVORS
@@ -126,11 +126,13 @@ def claims_block(
     """The `claims:EXPERIMENT` block: each claim's verdict in the run's family of claims
     (claims.csv), then its rows as descriptive estimates (claim_rows.csv)."""
     rows = rows.astype({"beta": str, "lag": str}).replace({"beta": {"nan": ""}, "lag": {"nan": ""}})
-    tested = int((claims["verdict"] != "not in this grid").sum())
+    tested = int((~claims["verdict"].isin(["not in this grid", NOT_TESTABLE])).sum())
+    declared = int((claims["verdict"] == NOT_TESTABLE).sum())
+    outside = f" ({declared} more declared {NOT_TESTABLE}, outside it)" if declared else ""
     header = provenance("claims.csv", config, run_time, run) + (
         " Tests: `klrl.analysis.claims`, `klrl.analysis.claim_family`, `klrl.analysis.claim_table`; rows: "
         "`klrl.analysis.verdicts`, `klrl.analysis.contrasts`, `klrl.analysis.rate_tests`. "
-        f"The family: the {tested} claims tested, {CORRECTION}, {ALPHA:.0%} family-wise. Rows compare the seeds that "
+        f"The family: {_count(tested, 'claim')} tested{outside}, {CORRECTION}, {ALPHA:.0%} family-wise. Rows compare the seeds that "
         "did not collapse, a configuration with collapsed seeds by its survivors' own variance (Welch, Hsu's degrees "
         f"of freedom) and only with at least {MIN_SURVIVORS} survivors; a row's p is raw and one-sided, its interval "
         "unadjusted (90% for ≈)."
