@@ -305,17 +305,17 @@ readme-figures:
 # that run and this one (the SmolLM2 run's: CONTRAST=study).
 # FROM=published: the blocks computed again from the run's published tables in docs/results/EXPERIMENT
 # (no run's files needed, no figures copied): make readme-results EXPERIMENT=study FROM=published.
-# DOC: the page holding the blocks (the mechanism study's: DOC=docs/mechanism.md).
+# DOC: the page holding the blocks, when not docs/results.md (the mechanism study's: DOC=docs/mechanism.md).
 CONTRAST ?=
 FROM ?= run
-DOC ?= docs/results.md
+DOC ?=
 
 ifeq ($(FROM),published)
 readme-results: $(STAMP)
-	$(BIN)/python -m klrl readme-results --published docs/results/$(EXPERIMENT) --experiment $(EXPERIMENT) --doc $(DOC) $(if $(CONTRAST),--contrast docs/results/$(CONTRAST))
+	$(BIN)/python -m klrl readme-results --published docs/results/$(EXPERIMENT) --experiment $(EXPERIMENT) $(if $(DOC),--doc $(DOC)) $(if $(CONTRAST),--contrast docs/results/$(CONTRAST))
 else
 readme-results: $(STAMP) readme-figures
-	$(BIN)/python -m klrl readme-results --tables results/$(EXPERIMENT)/tables --experiment $(EXPERIMENT) --config $(CONFIG) --doc $(DOC) $(if $(RUN_TIME),--run-time "$(RUN_TIME)") $(if $(CONTRAST),--contrast results/$(CONTRAST)/tables)
+	$(BIN)/python -m klrl readme-results --tables results/$(EXPERIMENT)/tables --experiment $(EXPERIMENT) --config $(CONFIG) $(if $(DOC),--doc $(DOC)) $(if $(RUN_TIME),--run-time "$(RUN_TIME)") $(if $(CONTRAST),--contrast results/$(CONTRAST)/tables)
 endif
 
 # A finished run's published tables (per-seed scores, collapse flags, provenance; kilobytes) into
