@@ -280,12 +280,19 @@ def test_the_paper_config_dry_runs_to_its_grid(paper_dry_run):
 @pytest.mark.parametrize("name", ["smollm2", "study", "mechanism"])
 def test_every_other_shipped_config_dry_runs_to_one_train_and_evaluate_job_per_cell(tmp_path, name):
     """The configs not run end to end here (paper: above; config and test: for real) pass the
-    config checks and plan their whole grid."""
+    config checks and plan their whole grid; a cell that trains under bf16-autocast has its KL
+    measured so (SmolLM2's), the others in float32."""
     folder = copy_workflow(tmp_path)
-    result = snakemake(folder, "-n", "--configfile", f"config/{name}.yaml")
+    result = snakemake(folder, "-n", "-p", "--configfile", f"config/{name}.yaml")
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     counts = job_counts(result.stdout)
-    assert counts["train"] == counts["evaluate"] == counts["cell_settings"] == len(expand_grid(load_config(name)))
+    cells = expand_grid(load_config(name))
+    assert counts["train"] == counts["evaluate"] == counts["cell_settings"] == len(cells)
+    commands = [" ".join(line.split()) for line in result.stdout.splitlines() if " klrl evaluate " in line]
+    for cell in cells.values():
+        (command,) = [line for line in commands if f"/cells/{cell.id}/eval/" in line]
+        autocast = cell.train["mixed_precision"] == "bf16-autocast"
+        assert ("--mechanism-precision bf16-autocast" in command) == autocast == (name == "smollm2"), cell.id
 
 
 def test_a_batch_that_gpus_cannot_share_is_a_grid_error():

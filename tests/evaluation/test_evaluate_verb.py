@@ -152,3 +152,21 @@ def test_the_kl_measurement_needs_its_reference_beta_and_task_together(tiny_base
     )  # fmt: skip
     with pytest.raises(ValueError, match=r"^--reference, --beta and --mechanism-task go together"):
         run(args)
+
+
+def test_under_bf16_autocast_the_kl_is_measured_on_bfloat16_products(tiny_base, talkative_base, eval_data):
+    """A cell trained under bf16-autocast is measured as it trained: equal models still at exactly
+    zero, two different ones at a KL other than float32's (the products really in bfloat16)."""
+    from klrl.evaluation.mechanism import measure_models
+
+    settings = dict(beta=0.5, prompts=4, samples=2, temperature=1.0, max_new_tokens=4)
+    same = measure_models(
+        str(tiny_base), str(tiny_base), "arith", eval_data, mixed_precision="bf16-autocast", **settings
+    )
+    assert same["kl_reverse"] == same["kl_forward"] == 0 and same["entropy"] > 0
+    full, autocast = (
+        measure_models(str(talkative_base), str(tiny_base), "arith", eval_data, mixed_precision=precision, **settings)
+        for precision in ("none", "bf16-autocast")
+    )
+    assert math.isfinite(autocast["kl_reverse"]) and autocast["kl_reverse"] > 0
+    assert autocast["kl_reverse"] != full["kl_reverse"] and autocast["kl_forward"] != full["kl_forward"]

@@ -119,8 +119,8 @@ def evaluation_options():
 
 def mechanism_options(cell):
     """`klrl evaluate` options that measure the KL a cell attains (klrl.evaluation.mechanism): its
-    base model as the reference (as rule evaluate_base reads it), its β, training task and decoding,
-    and the measurement's size where the config's evaluation section sets it."""
+    base model as the reference (as rule evaluate_base reads it), its β, training task, decoding and
+    autocast precision, and the measurement's size where the config's evaluation section sets it."""
     base = get_base_model(cell.model, config.get("models"))
     flags = [f"--reference {shlex.quote(model_path(cell.model, config))}"]
     flags += [f"--reference-revision {shlex.quote(base.revision)}"] if base.revision else []
@@ -129,6 +129,8 @@ def mechanism_options(cell):
     flags += [f"--mechanism-max-new-tokens {cell.train['max_new_tokens']}"]
     sizes = {"mechanism_prompts": "--mechanism-prompts", "mechanism_samples": "--mechanism-samples"}
     flags += [f"{flag} {EVALUATION[key]}" for key, flag in sizes.items() if key in EVALUATION]
+    if cell.train["mixed_precision"] == "bf16-autocast":  # measured as it trained: its products in bfloat16
+        flags += ["--mechanism-precision bf16-autocast"]
     return " ".join(flags)
 
 

@@ -144,16 +144,21 @@ def measure_models(
     batch_size: int = 64,
     reference_revision: str | None = None,
     stop_tokens: tuple[str, ...] = (),
+    mixed_precision: str = "none",
 ) -> dict:
     """results.json's "mechanism" of the model folder `model` against the base `reference`
     (folder or Hub id) on the first `prompts` problems of `task`'s test split (all of them when
-    it has fewer), both in float32 on `device`; the tokenizer, stop tokens and padding are the
-    base's, as in training."""
+    it has fewer), on `device`, in the precision the cell trained in: float32, or under
+    `bf16-autocast` both models' linear products in bfloat16 (each model's linear weights held in
+    bfloat16, the values autocast casts them to, so π = πref measures exactly 0; attention, norms
+    and the softmax in float32), the distributions the trainer's KL terms were computed on. The
+    tokenizer, stop tokens and padding are the base's, as in training."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from klrl.grading.rewards import get_reward
     from klrl.tasks import get_task
     from klrl.tasks.data import read_split
+    from klrl.training.precision import attention_implementation, forward_precision, hold_frozen_weights
     from klrl.training.prompts import stop_token_ids
 
     for name, value in (("prompts", prompts), ("samples", samples), ("max_new_tokens", max_new_tokens)):
@@ -169,22 +174,28 @@ def measure_models(
     tokenizer = AutoTokenizer.from_pretrained(reference, revision=reference_revision)
     stops = stop_token_ids(tokenizer, reference, stop_tokens, reference_revision)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stops[0]
+    attention = attention_implementation(mixed_precision)
     models = [
         AutoModelForCausalLM.from_pretrained(path, revision=revision, dtype=torch.float32).to(device).eval()
         for path, revision in ((model, None), (reference, reference_revision))
     ]
+    for loaded in models:
+        if attention:
+            loaded.set_attn_implementation(attention)
+        hold_frozen_weights(loaded, mixed_precision)
     sampler = HFSampler(stops, pad, max_new_tokens, temperature)
-    summary = measure(
-        *models,
-        tokenizer,
-        rows,
-        get_reward(reward),
-        sampler,
-        beta=beta,
-        samples=samples,
-        seed=seed,
-        batch_size=batch_size,
-    )
+    with forward_precision(mixed_precision, torch.device(device)):
+        summary = measure(
+            *models,
+            tokenizer,
+            rows,
+            get_reward(reward),
+            sampler,
+            beta=beta,
+            samples=samples,
+            seed=seed,
+            batch_size=batch_size,
+        )
     del models
     if device.startswith("cuda"):
         torch.cuda.empty_cache()  # the memory lm-eval's backend loads into next

@@ -110,6 +110,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     mechanism.add_argument(
         "--mechanism-max-new-tokens", type=int, default=TrainConfig.max_new_tokens, help="the training length limit"
     )
+    mechanism.add_argument(
+        "--mechanism-precision",
+        choices=("none", "bf16-autocast"),
+        default="none",
+        help="the cell's mixed_precision where it is bf16-autocast (the linear products in bfloat16); else float32",
+    )
     add_tracking_arguments(parser)
 
 
@@ -218,4 +224,5 @@ def _measure_mechanism(args: argparse.Namespace) -> dict:
         batch_size=args.batch_size,
         reference_revision=args.reference_revision,
         stop_tokens=tuple(args.stop_tokens),
+        mixed_precision=args.mechanism_precision,
     )
