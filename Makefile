@@ -301,8 +301,8 @@ readme-figures:
 # CONFIG: make readme-results CONFIG=config/study.yaml EXPERIMENT=study. The run time in the blocks is
 # the one the grid recorded as it ran (results/EXPERIMENT/wall_times.jsonl, klrl.grid.wall_time);
 # RUN_TIME="2 h 41 min on 2 cores" gives it instead, for a run made before the grid recorded it.
-# CONTRAST=<experiment> also writes the contrast block: each claim whose verdict differs between
-# that run and this one (the SmolLM2 run's: CONTRAST=study).
+# CONTRAST="<experiment> ..." also writes the contrast block: each claim whose verdict differs between
+# one of those runs and this one (the SmolLM2 run's: CONTRAST="study mechanism").
 # FROM=published: the blocks computed again from the run's published tables in docs/results/EXPERIMENT
 # (no run's files needed, no figures copied): make readme-results EXPERIMENT=study FROM=published.
 # DOC: the page holding the blocks, when not docs/results.md (the mechanism study's: DOC=docs/mechanism.md).
@@ -312,10 +312,10 @@ DOC ?=
 
 ifeq ($(FROM),published)
 readme-results: $(STAMP)
-	$(BIN)/python -m klrl readme-results --published docs/results/$(EXPERIMENT) --experiment $(EXPERIMENT) $(if $(DOC),--doc $(DOC)) $(if $(CONTRAST),--contrast docs/results/$(CONTRAST))
+	$(BIN)/python -m klrl readme-results --published docs/results/$(EXPERIMENT) --experiment $(EXPERIMENT) $(if $(DOC),--doc $(DOC)) $(if $(CONTRAST),--contrast $(addprefix docs/results/,$(CONTRAST)))
 else
 readme-results: $(STAMP) readme-figures
-	$(BIN)/python -m klrl readme-results --tables results/$(EXPERIMENT)/tables --experiment $(EXPERIMENT) --config $(CONFIG) $(if $(DOC),--doc $(DOC)) $(if $(RUN_TIME),--run-time "$(RUN_TIME)") $(if $(CONTRAST),--contrast results/$(CONTRAST)/tables)
+	$(BIN)/python -m klrl readme-results --tables results/$(EXPERIMENT)/tables --experiment $(EXPERIMENT) --config $(CONFIG) $(if $(DOC),--doc $(DOC)) $(if $(RUN_TIME),--run-time "$(RUN_TIME)") $(if $(CONTRAST),--contrast $(foreach run,$(CONTRAST),results/$(run)/tables))
 endif
 
 # A finished run's published tables (per-seed scores, collapse flags, provenance; kilobytes) into

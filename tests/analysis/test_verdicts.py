@@ -302,9 +302,10 @@ def test_readme_results_rewrites_only_the_claims_block_from_the_table(planted_gr
     assert readme.read_text() == "no markers\n"
 
 
-def _claims(model: str, rows: list[tuple[str, str]]) -> pd.DataFrame:
-    """A claims table of (claim, verdict) on `model`, the paper's words being the claim's name."""
-    return pd.DataFrame([{"claim": c, "paper": f"words of {c}", "model": model, "verdict": v} for c, v in rows])
+def _claims(model: str, rows: list[tuple[str, str]], text: str = "paper") -> pd.DataFrame:
+    """A claims table of (claim, verdict) on `model`, the claim's words (`text`: paper, or a
+    mechanism claim's statement) being its name."""
+    return pd.DataFrame([{"claim": c, text: f"words of {c}", "model": model, "verdict": v} for c, v in rows])
 
 
 def test_the_contrast_block_has_one_sentence_per_claim_whose_verdict_differs(planted_grid, tmp_path, capsys):
@@ -313,19 +314,29 @@ def test_the_contrast_block_has_one_sentence_per_claim_whose_verdict_differs(pla
     toy = _claims(
         "tiny",
         [("same", "reproduced"), ("flips", "reproduced"), ("shrinks", "reproduced"), ("only-toy", "reproduced"),
-         ("untested-here", "contradicted")],
+         ("untested-here", "contradicted"), ("declared-there", "not testable at this scale")],
     )  # fmt: skip
     smol = _claims(
         "smollm2",
         [("same", "reproduced"), ("flips", "absent at its size"), ("shrinks", "reproduced, below its size"),
-         ("untested-here", "not in this grid")],
+         ("untested-here", "not in this grid"), ("declared-there", "reproduced")],
     )  # fmt: skip
-    lines = contrast_block("smol", smol, toy, Path("results/study/tables")).splitlines()
+    toy_kl = _claims("tiny", [("kl-lowers", "reproduced"), ("kl-same", "reproduced")], "statement")
+    smol_kl = _claims("smollm2", [("kl-lowers", "inconclusive"), ("kl-same", "reproduced")], "statement")
+    ours = {"claims.csv": smol, "mechanism_claims.csv": smol_kl}
+    others = [
+        (Path("docs/results/study"), {"claims.csv": toy}),
+        (Path("docs/results/mechanism"), {"claims.csv": toy.iloc[:1], "mechanism_claims.csv": toy_kl}),
+    ]
+    lines = contrast_block("smol", ours, others).splitlines()
     assert lines[0] == "<!-- contrast:smol:begin -->" and lines[-1] == "<!-- contrast:smol:end -->"
-    assert "of the 3 claims tested in both, the 2 whose verdict differs" in lines[1]
+    assert "--contrast docs/results/study docs/results/mechanism` from the runs' claim tables" in lines[1]
+    assert "of the 6 claims tested both here and in one of those (in its grid, not declared" in lines[1]
+    assert ", the 3 whose verdict differs" in lines[1]
     assert lines[3:-1] == [
-        "- words of flips: **reproduced** on tiny, **absent at its size** on smollm2.",
-        "- words of shrinks: **reproduced** on tiny, **reproduced, below its size** on smollm2.",
+        "- words of flips: **reproduced** on tiny (docs/results/study), **absent at its size** on smollm2.",
+        "- words of shrinks: **reproduced** on tiny (docs/results/study), **reproduced, below its size** on smollm2.",
+        "- words of kl-lowers: **reproduced** on tiny (docs/results/mechanism), **inconclusive** on smollm2.",
     ]
     root, _ = planted_grid  # through the verb: the block rewritten, a missing table named in one line
     readme = tmp_path / "README.md"
@@ -333,7 +344,12 @@ def test_the_contrast_block_has_one_sentence_per_claim_whose_verdict_differs(pla
         "<!-- claims:study:begin -->\n<!-- claims:study:end -->\n<!-- contrast:study:begin -->\n<!-- contrast:study:end -->\n"
     )
     assert _readme_results(root, readme, "c", "1 s", "--contrast", str(root / "tables")) == 0
-    assert "claims tested in both, the 0 whose verdict differs" in readme.read_text()
+    assert (
+        "tested both here and in one of those (in its grid, not declared not testable at this scale), the 0 whose"
+        in (readme.read_text())
+    )
+    assert _readme_results(root, readme, "c", "1 s", "--contrast", str(root / "tables"), str(tmp_path)) == 2
+    assert f"{tmp_path / 'claims.csv'}: no claims table to contrast with" in capsys.readouterr().err
 
 
 def test_power_and_seeds_needed_follow_the_effect_and_the_seed_spread(capsys):

@@ -213,6 +213,7 @@ DECISION_COLUMNS = (
 
 
 NOT_TESTABLE = "not testable at this scale"
+NOT_IN_GRID = "not in this grid"  # a claim whose configurations the grid lacks
 
 
 def decide_claims(entries: list[tuple[Side, str, list]], seeds_needed: list[int | None] | None = None) -> list[dict]:
@@ -233,7 +234,7 @@ def decide_claims(entries: list[tuple[Side, str, list]], seeds_needed: list[int 
             decisions.append({"rows": len(rows), "verdict": NOT_TESTABLE, "reason": reason})
             continue
         if test is None:
-            decisions.append({"rows": 0, "verdict": "not in this grid", "reason": ""})
+            decisions.append({"rows": 0, "verdict": NOT_IN_GRID, "reason": ""})
             continue
         decided, reason = verdict(test, adjusted_p, side)
         decisions.append(

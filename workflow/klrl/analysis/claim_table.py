@@ -12,12 +12,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from klrl.analysis.claim_family import DECISION_COLUMNS, decide_claims
+from klrl.analysis.claim_family import DECISION_COLUMNS, NOT_IN_GRID, decide_claims
 from klrl.analysis.claims import CLAIMS, Claim
 from klrl.analysis.mechanism_claims import (
     CLAIM_COLUMNS as MECHANISM_CLAIM_COLUMNS,
     ROW_COLUMNS as MECHANISM_ROW_COLUMNS,
     mechanism_tables,
+    sizes_of,
 )
 from klrl.analysis.verdicts import COLUMNS as ROW_COLUMNS, claim_rows
 
@@ -57,7 +58,7 @@ def claim_table(rows: list[dict], claims: tuple[Claim, ...] = CLAIMS, not_testab
     not_testable = not_testable or {}
     entries, heads, notes, counts = [], [], [], []
     for claim in claims:
-        own = [row for row in rows if row["claim"] == claim.name and row.get("verdict") != "not in this grid"]
+        own = [row for row in rows if row["claim"] == claim.name and row.get("verdict") != NOT_IN_GRID]
         models = list(dict.fromkeys(row["model"] for row in own)) or [""]
         for model in models:
             mine = [row for row in own if row["model"] == model]
@@ -99,11 +100,14 @@ def _where(row: dict) -> str:
     return ", ".join(parts)
 
 
-def claim_frames(results, not_testable: dict | None = None) -> dict[str, pd.DataFrame]:
+def claim_frames(
+    results, not_testable: dict | None = None, mechanism_sizes: dict | None = None
+) -> dict[str, pd.DataFrame]:
     """A run's claims tables: the paper's claims and their descriptive rows, the mechanism claims
-    and theirs; `not_testable`: the claims its plan declared so, with the seeds each would need."""
+    and theirs; `not_testable`: the claims its plan declared so, with the seeds each would need;
+    `mechanism_sizes`: the mechanism claims' sizes it declared (None: their defaults)."""
     rows = claim_rows(results)
-    mechanism_rows, mechanism_claims = mechanism_tables(results, not_testable)
+    mechanism_rows, mechanism_claims = mechanism_tables(results, not_testable, sizes_of(mechanism_sizes))
     return {
         "claims": pd.DataFrame(claim_table(rows, not_testable=not_testable), columns=COLUMNS),
         "claim_rows": pd.DataFrame(

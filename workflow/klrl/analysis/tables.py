@@ -53,6 +53,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from klrl.analysis.claim_family import NOT_IN_GRID
 from klrl.analysis.mechanism_table import MEASURED, mechanism_cell_rows
 from klrl.analysis.outcomes import LABELS, classify
 from klrl.analysis.preregistration import analysis_record
@@ -284,7 +285,7 @@ def paper_comparison_rows(main: pd.DataFrame, table1: pd.DataFrame, scale: str) 
         picked = main[(main["kl"] == kl) & (main["policy"] == policy) & (main["domain"] == domain)]
         picked = picked[[beta_filter(b) for b in picked["beta"]]] if len(picked) else picked
         behaviour = table1[(table1["kl"] == kl) & (table1["policy"] == policy)]
-        ours = "not in this grid"
+        ours = NOT_IN_GRID
         if len(picked):
             columns = picked[["task", "beta", "pass@1", "ci_lo", "ci_hi"]].itertuples(index=False)
             ours = "pass@1 " + ", ".join(
@@ -331,8 +332,7 @@ def aggregate(cells: list[str], out: Path, root: Path, scale: str = "toy") -> di
     tables["paper_comparison"] = pd.DataFrame(paper_comparison_rows(tables["main"], tables["table1"], scale))
     tables["table2"] = pd.DataFrame(table2_rows())
     record = analysis_record(list(results.cells.values()), results.layout)
-    not_testable = record["plan"]["not_testable"]
-    tables |= claim_frames(results, not_testable)
+    tables |= claim_frames(results, record["plan"]["not_testable"], record["plan"].get("mechanism_sizes"))
     tables["variance"] = pd.DataFrame(variance_rows(results), columns=VARIANCE_COLUMNS)
     tables["mechanism"] = pd.DataFrame(mechanism_cell_rows(results), columns=["cell", *CELL_TAGS, *MEASURED])
     tables["provenance"] = pd.DataFrame(

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from klrl.analysis.claim_family import NOT_IN_GRID
 from klrl.analysis.claims import CLAIMS, Claim, Term
 from klrl.analysis.contrasts import SeedPool, Variance, contrast
 from klrl.analysis.family import seeds_for_equivalence
@@ -300,7 +301,7 @@ def claim_rows(results) -> list[dict]:
                     "paper": claim.paper,
                     "comparison": claim.comparison(),
                     "domain": claim.domain,
-                    "verdict": "not in this grid",
+                    "verdict": NOT_IN_GRID,
                 }
             )
     return [dict.fromkeys(COLUMNS, np.nan) | row for row in rows]

@@ -39,8 +39,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--contrast",
         type=Path,
-        help="another run's tables (results/<experiment>/tables) or published tables (docs/results/<experiment>): "
-        "rewrite the contrast:EXPERIMENT block with a sentence per claim whose verdict differs between the two",
+        nargs="+",
+        default=[],
+        help="other runs' tables (results/<experiment>/tables) or published tables (docs/results/<experiment>): "
+        "rewrite the contrast:EXPERIMENT block with a sentence per claim whose verdict differs between this run "
+        "and one of them",
     )
     parser.add_argument(
         "--publish",
@@ -68,18 +71,20 @@ def run(args: argparse.Namespace) -> None:
     from klrl.analysis.published import is_published, regenerate
 
     with tempfile.TemporaryDirectory() as scratch:
-        tables, config, run_time, contrast = args.tables, args.config, args.run_time, args.contrast
+        tables, config, run_time = args.tables, args.config, args.run_time
         if args.published:
             tables = Path(scratch) / "published"
             run = regenerate(args.published, tables)
             config, run_time = run["config"], run["run_time"]
-        if contrast is not None and is_published(contrast):
-            contrast = Path(scratch) / "contrast"
-            regenerate(args.contrast, contrast)
-        count = rewrite_readme(
-            args.doc, tables, args.experiment, config, run_time, args.commit, contrast, args.contrast
-        )
-    contrast = f", and the contrast with {args.contrast}" if args.contrast else ""
+        contrasts = []
+        for number, source in enumerate(args.contrast):
+            other = source
+            if is_published(source):
+                other = Path(scratch) / f"contrast-{number}"
+                regenerate(source, other)
+            contrasts.append((other, source))
+        count = rewrite_readme(args.doc, tables, args.experiment, config, run_time, args.commit, contrasts)
+    contrast = f", and the contrast with {' '.join(map(str, args.contrast))}" if args.contrast else ""
     print(
         f"{args.doc}: claims block and {count} table block(s) rewritten from {args.published or args.tables}{contrast}"
     )
