@@ -6,7 +6,7 @@ import pytest
 
 from klrl.analysis.claim_family import Side, combine, decide_claims, shaffer_holm, verdict, welch
 from klrl.analysis.contrasts import Contrast
-from klrl.analysis.mechanism_claims import LOWER, MECHANISM_CLAIMS
+from klrl.analysis.mechanism_claims import MECHANISM_CLAIMS, SIZES, MechanismSizes
 from klrl.analysis.mechanism_power import Shape, falsely_decided, verdict_shares, verdicts_per_study
 
 BETAS = (0.1, 1.0, 3.0)
@@ -52,12 +52,39 @@ def test_a_claim_bounded_short_of_its_size_is_absent_at_its_size():
     assert shares["kl-k1-reward-lowers"].get("absent at its size", 0) >= 0.8
 
 
+def test_declared_sizes_are_the_ones_a_study_decides_its_claims_at():
+    """KL(π‖πref) lowered by 2 nats from no KL's 6, at a seed SD of 0.5: reproduced at the tiny
+    model's 0.5 nats and at a declared 1.5; at a declared 3 (the half of 6) reproduced but below
+    that size."""
+    shape = _shape(lambda kl, beta: 4.0 if kl == "k1-reward" else 6.0, seeds=8)
+    shape = Shape({**shape.means, ("none", 0.0): {"kl_reverse": 6.0, "objective": 0.5}}, 8, {**SD, "kl_reverse": 0.5})
+    for lower, expected in ((SIZES.lower, "reproduced"), (1.5, "reproduced"), (3.0, "reproduced, below its size")):
+        sizes = MechanismSizes(lower, SIZES.per_step, SIZES.objective_gap, "a test's reading")
+        planted = Shape(shape.means, shape.seeds, shape.seed_sd, sizes)
+        shares = verdict_shares(verdicts_per_study(planted, 100, seed=5))
+        assert shares["kl-k1-reward-lowers"].get(expected, 0) >= 0.8, (lower, shares["kl-k1-reward-lowers"])
+
+
+def test_a_plan_records_the_sizes_its_config_declares_and_none_it_does_not():
+    from klrl.analysis.preregistration import plan_of
+
+    cells = [{"model": "m", "kl": kl, "beta": 1.0, "policy": "on", "lag": 0, "seed": 0} for kl in ("none", "k1-reward")]
+    default = plan_of(cells)
+    declared = {"lower": 3.0, "per_step": 1.5, "objective_gap": 0.2, "reading": "to at most half of 6 nats"}
+    plan = plan_of(cells, None, declared)
+    assert "mechanism_sizes" not in default and plan["mechanism_sizes"] == dict(sorted(declared.items()))
+    sizes = {claim["name"]: (claim["size"], claim["size_source"]) for claim in plan["mechanism_claims"]}
+    assert sizes["kl-k1-reward-lowers"] == (-3.0, "a reading: lower by 3 nats, to at most half of 6 nats")
+    assert sizes["kl-k3-loss-falls-with-beta"][0] == -1.5 and sizes["objective-k1-reward-above-k1-loss"][0] == 0.2
+    assert {c["name"]: c["size"] for c in default["mechanism_claims"]}["kl-k1-reward-lowers"] == -SIZES.lower
+
+
 def test_the_intersection_takes_the_largest_row_p_and_bonferroni_for_its_size():
-    side = Side("less", 0.0, -LOWER)
+    side = Side("less", 0.0, -SIZES.lower)
     rows = [Contrast(-0.5, 0.1, 10), Contrast(-0.15, 0.1, 10), Contrast(-0.6, 0.1, 10)]
     test = combine(side, "every", rows)
     assert test.p_present == pytest.approx(rows[1].p_below(0.0))
-    assert test.p_size == pytest.approx(3 * rows[1].p_above(-LOWER))
+    assert test.p_size == pytest.approx(3 * rows[1].p_above(-SIZES.lower))
     assert test.within == 3
 
 

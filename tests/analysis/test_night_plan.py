@@ -102,6 +102,8 @@ def test_a_grid_without_a_claims_configurations_does_not_plan_it():
         "k1-reward-beats-k3-loss-in",
         "k1-reward-beats-k3-loss-out",
     ]
+    in_domain_only = Planning({"in": PLANNING.domains["in"]}, PLANNING.mechanism_sd, grids=20)
+    assert [row["claim"] for row in paper_plan(cells, {}, in_domain_only)] == ["k1-reward-beats-k3-loss-in"]
 
 
 def test_the_plan_verb_asks_for_a_config_and_both_domains_seed_sds(capsys):

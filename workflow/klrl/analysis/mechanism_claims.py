@@ -22,6 +22,8 @@ measures no attained KL: "lowers" is to at most half of no KL's ~1 nat (0.5 nats
 declared at 0.2 nats (0.1 per β step, 0.05 of J_β) and raised to these after the mechanism pilot,
 before the study's first cell: at the pilot's seed SD no claim reached 80% power at 0.2 nats within
 the study's budget.
+A study's config may declare sizes of its own (`mechanism_sizes`, klrl.analysis.preregistration records
+them in its plan before its first cell) where its model attains KLs of another scale.
 Per-seed values are compared by Welch's t (klrl.analysis.claim_family.welch); a row per β (or β
 step) is descriptive, with its 95% interval; the claim's verdict is the family's.
 """
@@ -39,9 +41,20 @@ from klrl.objective.gradient_claims import describe as gradient_of
 from klrl.objective.kl_config import KLConfig
 
 MEASURES = ("kl_reverse", "objective")
-LOWER = 0.5  # nats: what "lowers the KL" means (to at most half of no KL's ~1 nat on the tiny model)
-PER_STEP = 0.25  # nats per β step: what "more as β grows" means
-OBJECTIVE_GAP = 0.1  # J_β: what "attains a higher objective" means (reward units)
+
+
+@dataclass(frozen=True)
+class MechanismSizes:
+    """What the claims mean, in the measures' units: a config may declare its own (its
+    `mechanism_sizes`, recorded in its plan) where its model attains KLs of another scale."""
+
+    lower: float = 0.5  # nats: what "lowers the KL" means
+    per_step: float = 0.25  # nats per β step: what "more as β grows" means
+    objective_gap: float = 0.1  # J_β: what "attains a higher objective" means (reward units)
+    reading: str = "to at most half of no KL's attained KL on the tiny model"  # why `lower` is that size
+
+
+SIZES = MechanismSizes()  # the sizes read on the tiny model (the module docstring says how)
 
 
 @dataclass(frozen=True)
@@ -64,67 +77,79 @@ def _versus_none(kl: str) -> tuple[Term, Term]:
     return Term(1, kl), Term(-1, "none")
 
 
-def _lowers(kl: str, what: str) -> MechanismClaim:
+def _lowers(kl: str, what: str, sizes: MechanismSizes) -> MechanismClaim:
     return MechanismClaim(
         f"kl-{kl}-lowers",
         f"{what} holds KL(π‖πref) below no KL's at every β",
         _versus_none(kl),
         "kl_reverse",
-        Side("less", 0.0, -LOWER),
+        Side("less", 0.0, -sizes.lower),
         "every",
-        f"a reading: lower by {LOWER:g} nats, to at most half of no KL's attained KL on the tiny model",
+        f"a reading: lower by {sizes.lower:g} nats, {sizes.reading}",
     )
 
 
-def _does_not_lower(kl: str, what: str) -> MechanismClaim:
+def _does_not_lower(kl: str, what: str, sizes: MechanismSizes) -> MechanismClaim:
     return MechanismClaim(
         f"kl-{kl}-does-not-lower",
         f"{what} does not hold KL(π‖πref) below no KL's at any β",
         _versus_none(kl),
         "kl_reverse",
-        Side("greater", -LOWER, 0.0),
+        Side("greater", -sizes.lower, 0.0),
         "every",
-        f"a reading: not lower by {LOWER:g} nats (reproduced); meant as not lower at all (its size)",
+        f"a reading: not lower by {sizes.lower:g} nats (reproduced); meant as not lower at all (its size)",
     )
 
 
-def _falls_with_beta(kl: str, what: str) -> MechanismClaim:
+def _falls_with_beta(kl: str, what: str, sizes: MechanismSizes) -> MechanismClaim:
     return MechanismClaim(
         f"kl-{kl}-falls-with-beta",
         f"{what} holds KL(π‖πref) lower as β grows",
         (Term(1, kl, beta="high"), Term(-1, kl, beta="low")),
         "kl_reverse",
-        Side("less", 0.0, -PER_STEP),
+        Side("less", 0.0, -sizes.per_step),
         "pooled",
-        f"a reading: {PER_STEP:g} nats lower per step of the β grid",
+        f"a reading: {sizes.per_step:g} nats lower per step of the β grid",
     )
 
 
-def _objective(biased: str, what: str) -> MechanismClaim:
+def _objective(biased: str, what: str, sizes: MechanismSizes) -> MechanismClaim:
     return MechanismClaim(
         f"objective-k1-reward-above-{biased}",
         f"K1 in the reward attains a higher J_β = E[reward] − β·KL(π‖πref) than {what}, at equal β",
         (Term(1, "k1-reward"), Term(-1, biased)),
         "objective",
-        Side("greater", 0.0, OBJECTIVE_GAP),
+        Side("greater", 0.0, sizes.objective_gap),
         "pooled",
-        f"a reading: {OBJECTIVE_GAP:g} higher (pass@1-scale reward units)",
+        f"a reading: {sizes.objective_gap:g} higher (pass@1-scale reward units)",
     )
 
 
-MECHANISM_CLAIMS = (
-    _lowers("k1-reward", "K1 in the reward"),
-    _lowers("k3-loss", "K3 in the loss"),
-    _lowers("k1-both", "K1 in both"),
-    _lowers("k3-both", "K3 in both"),
-    _does_not_lower("k1-loss", "K1 in the loss"),
-    _does_not_lower("k3-reward", "K3 in the reward"),
-    _falls_with_beta("k1-reward", "K1 in the reward"),
-    _falls_with_beta("k3-loss", "K3 in the loss"),
-    _objective("k1-loss", "K1 in the loss"),
-    _objective("k3-reward", "K3 in the reward"),
-    _objective("k3-loss", "K3 in the loss"),
-)
+def mechanism_claims(sizes: MechanismSizes = SIZES) -> tuple[MechanismClaim, ...]:
+    """The claims at `sizes`, in the order the tables list them."""
+    return (
+        _lowers("k1-reward", "K1 in the reward", sizes),
+        _lowers("k3-loss", "K3 in the loss", sizes),
+        _lowers("k1-both", "K1 in both", sizes),
+        _lowers("k3-both", "K3 in both", sizes),
+        _does_not_lower("k1-loss", "K1 in the loss", sizes),
+        _does_not_lower("k3-reward", "K3 in the reward", sizes),
+        _falls_with_beta("k1-reward", "K1 in the reward", sizes),
+        _falls_with_beta("k3-loss", "K3 in the loss", sizes),
+        _objective("k1-loss", "K1 in the loss", sizes),
+        _objective("k3-reward", "K3 in the reward", sizes),
+        _objective("k3-loss", "K3 in the loss", sizes),
+    )
+
+
+MECHANISM_CLAIMS = mechanism_claims()
+
+
+def sizes_of(declared: dict | None) -> MechanismSizes:
+    """The sizes a config's (or a recorded plan's) `mechanism_sizes` declares; the tiny model's
+    without one."""
+    return MechanismSizes(**declared) if declared else SIZES
+
 
 ROW_COLUMNS = ("claim", "model", "beta", "seeds", "effect", "ci_lo", "ci_hi", "kind")
 CLAIM_COLUMNS = (
@@ -157,14 +182,16 @@ def seed_values(results) -> dict[tuple, dict[str, np.ndarray]]:
     }
 
 
-def mechanism_tables(results, not_testable: dict | None = None) -> tuple[list[dict], list[dict]]:
-    """(descriptive rows, one per claim × model × β or β step; the claims, decided as one family;
-    those the plan declared `not_testable` (claim → seeds it would need) reported so)."""
+def mechanism_tables(
+    results, not_testable: dict | None = None, sizes: MechanismSizes = SIZES
+) -> tuple[list[dict], list[dict]]:
+    """(descriptive rows, one per claim × model × β or β step; the claims at `sizes`, decided as
+    one family; those the plan declared `not_testable` (claim → seeds it would need) reported so)."""
     not_testable = not_testable or {}
     values = seed_values(results)
     models = sorted({model for model, _ in values})
     rows, tested = [], []
-    for claim in MECHANISM_CLAIMS:
+    for claim in mechanism_claims(sizes):
         for model in models or [""]:  # no measured cell: each claim "not in this grid"
             configs = [key for m, key in values if m == model]
             contrasts = []

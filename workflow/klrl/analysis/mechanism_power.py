@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from klrl.analysis.mechanism_claims import LOWER, MEASURES, OBJECTIVE_GAP, PER_STEP, mechanism_tables
+from klrl.analysis.mechanism_claims import MEASURES, SIZES, MechanismSizes, mechanism_tables
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class Shape:
     means: dict[tuple[str, float], dict[str, float]]  # (kl, β) → measure → mean ("none": β 0)
     seeds: int
     seed_sd: dict[str, float]
+    sizes: MechanismSizes = SIZES  # the claims' declared sizes, which the study decides them at
 
 
 class PlantedStudy:
@@ -50,7 +51,7 @@ def verdicts_per_study(shape: Shape, studies: int, seed: int = 0) -> list[dict[s
     """Each synthetic study's verdict of every claim (claim → verdict)."""
     rng = np.random.default_rng(seed)
     return [
-        {claim["claim"]: claim["verdict"] for claim in mechanism_tables(PlantedStudy(shape, rng))[1]}
+        {claim["claim"]: claim["verdict"] for claim in mechanism_tables(PlantedStudy(shape, rng), sizes=shape.sizes)[1]}
         for _ in range(studies)
     ]
 
@@ -65,20 +66,23 @@ def verdict_shares(studies: list[dict[str, str]]) -> dict[str, dict[str, float]]
     return shares
 
 
-def at_declared_sizes(betas: list[float], seed_sd: dict[str, float], seeds: int, base_kl: float = 1.0) -> Shape:
+def at_declared_sizes(
+    betas: list[float], seed_sd: dict[str, float], seeds: int, base_kl: float = 1.0, sizes: MechanismSizes = SIZES
+) -> Shape:
     """Every mechanism claim's effect planted at exactly its declared size: the configurations
-    that lower the KL lower it by LOWER at the smallest β and PER_STEP more at each larger one,
-    those that do not attain no KL's KL, and K1 in the reward's J_β is OBJECTIVE_GAP above the rest."""
+    that lower the KL lower it by `sizes.lower` at the smallest β and `sizes.per_step` more at each
+    larger one, those that do not attain no KL's KL, and K1 in the reward's J_β is
+    `sizes.objective_gap` above the rest."""
     means = {("none", 0.0): {"kl_reverse": base_kl, "objective": 0.0}}
     for step, beta in enumerate(sorted(betas)):
         for kl in ("k1-reward", "k3-loss"):
-            means[(kl, beta)] = {"kl_reverse": base_kl - LOWER - PER_STEP * step, "objective": 0.0}
+            means[(kl, beta)] = {"kl_reverse": base_kl - sizes.lower - sizes.per_step * step, "objective": 0.0}
         for kl in ("k1-both", "k3-both"):
-            means[(kl, beta)] = {"kl_reverse": base_kl - LOWER, "objective": 0.0}
+            means[(kl, beta)] = {"kl_reverse": base_kl - sizes.lower, "objective": 0.0}
         for kl in ("k1-loss", "k3-reward"):
             means[(kl, beta)] = {"kl_reverse": base_kl, "objective": 0.0}
-        means[("k1-reward", beta)]["objective"] = OBJECTIVE_GAP
-    return Shape(means, seeds, seed_sd)
+        means[("k1-reward", beta)]["objective"] = sizes.objective_gap
+    return Shape(means, seeds, seed_sd, sizes)
 
 
 def pooled_seed_sd(measured: pd.DataFrame) -> dict[str, float]:

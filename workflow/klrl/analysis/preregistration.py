@@ -32,7 +32,12 @@ from pathlib import Path
 from klrl.analysis.claims import CLAIMS
 from klrl.analysis.claim_family import ALPHA
 from klrl.analysis.family import CLAIM_RULE, CORRECTION, POWER
-from klrl.analysis.mechanism_claims import FAMILY_RULE as MECHANISM_FAMILY_RULE, MECHANISM_CLAIMS
+from klrl.analysis.mechanism_claims import (
+    FAMILY_RULE as MECHANISM_FAMILY_RULE,
+    MECHANISM_CLAIMS,
+    mechanism_claims,
+    sizes_of,
+)
 from klrl.analysis.outcomes import COLLAPSE_FRACTION
 from klrl.analysis.verdicts import FLOOR, MIN_SURVIVORS, describe, row_keys
 from klrl.core.paths import Layout
@@ -68,10 +73,12 @@ def planned_rows(cells: list[dict]) -> list[dict]:
     return rows
 
 
-def plan_of(cells: list[dict], not_testable: dict | None = None) -> dict:
+def plan_of(cells: list[dict], not_testable: dict | None = None, mechanism_sizes: dict | None = None) -> dict:
     """The plan for cells given by their tags (model, kl, beta, policy, lag, seed); `not_testable`:
     the claims the study declares not testable at this scale, each with the seeds per
-    configuration it would need (the config's `not_testable`)."""
+    configuration it would need (the config's `not_testable`); `mechanism_sizes`: the sizes the
+    config declares for the mechanism claims (recorded as given; without them the plan has no such
+    key and the claims their default sizes)."""
     not_testable = dict(sorted((not_testable or {}).items()))
     known = {c.name for c in CLAIMS} | {c.name for c in MECHANISM_CLAIMS}
     unknown = sorted(set(not_testable) - known)
@@ -111,9 +118,10 @@ def plan_of(cells: list[dict], not_testable: dict | None = None) -> dict:
             "size_source": c.size_source,
             "combine": c.combine,
         }
-        for c in MECHANISM_CLAIMS
+        for c in mechanism_claims(sizes_of(mechanism_sizes))
     ]
-    return {
+    declared_sizes = {"mechanism_sizes": dict(sorted(mechanism_sizes.items()))} if mechanism_sizes else {}
+    return declared_sizes | {
         "claims": claims,
         "mechanism_claims": mechanism,
         "not_testable": not_testable,
@@ -159,7 +167,7 @@ def record_plan(config: dict, layout: Layout | None = None) -> tuple[str, bool]:
     appends it to plans.jsonl with the count of cells finished so far. Returns (hash, new).
     `layout`: where the run's files are (default: the config's, results/<experiment>)."""
     layout = layout or Layout.of(config)
-    plan = plan_of(grid_cells(config), config.get("not_testable"))
+    plan = plan_of(grid_cells(config), config.get("not_testable"), config.get("mechanism_sizes"))
     digest = plan_hash(plan)
     layout.plan().parent.mkdir(parents=True, exist_ok=True)
     layout.plan().write_text(json.dumps({"hash": digest, "plan": plan}, indent=2) + "\n")
@@ -209,11 +217,16 @@ def declared_not_testable(history: list[dict]) -> dict:
     return history[-1]["plan"].get("not_testable", {}) if history else {}
 
 
+def declared_sizes(history: list[dict]) -> dict | None:
+    """The mechanism claims' sizes the last recorded plan declared (None: the default sizes)."""
+    return history[-1]["plan"].get("mechanism_sizes") if history else None
+
+
 def analysis_record(cells: list[dict], layout: Layout) -> dict:
     """The plan of the analysed cells, its hash, the recorded plans, and whether the analysis
     followed the last recorded plan (same hash) and whether that plan preceded every result."""
     history = recorded_plans(layout)
-    plan = plan_of(cells, declared_not_testable(history))
+    plan = plan_of(cells, declared_not_testable(history), declared_sizes(history))
     digest = plan_hash(plan)
     followed = bool(history) and history[-1]["hash"] == digest
     return {

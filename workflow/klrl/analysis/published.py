@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from klrl.analysis.preregistration import declared_not_testable, plan_hash, plan_of
+from klrl.analysis.preregistration import declared_not_testable, declared_sizes, plan_hash, plan_of
 from klrl.analysis.tables import CELL_TAGS, main_rows, write_table
 from klrl.analysis.claim_table import claim_frames
 from klrl.analysis.verdicts import VARIANCE_COLUMNS, ScoreIndex, variance_rows
@@ -157,7 +157,8 @@ def regenerate(folder: Path, out: Path) -> dict:
     results = PublishedResults(folder)
     out.mkdir(parents=True, exist_ok=True)
     record = json.loads((folder / "plan.json").read_text())
-    for name, frame in claim_frames(results, declared_not_testable(record.get("recorded", []))).items():
+    history = record.get("recorded", [])
+    for name, frame in claim_frames(results, declared_not_testable(history), declared_sizes(history)).items():
         write_table(frame, out, name, ("csv", "md"))
     write_table(pd.DataFrame(variance_rows(results), columns=VARIANCE_COLUMNS), out, "variance", ("csv", "md"))
     write_table(pd.DataFrame(main_rows(results)), out, "main")
@@ -172,7 +173,7 @@ def reanalysed(record: dict, results) -> dict:
     cells: its plan and hash, and whether that is still the plan the workflow recorded last (the
     rules or the claims may have changed since the run)."""
     history = record.get("recorded", [])
-    plan = plan_of(list(results.cells.values()), declared_not_testable(history))
+    plan = plan_of(list(results.cells.values()), declared_not_testable(history), declared_sizes(history))
     digest = plan_hash(plan)
     followed = bool(history) and history[-1]["hash"] == digest
     fixed = followed and history[-1]["cells_finished"] == 0

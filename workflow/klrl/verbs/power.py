@@ -117,23 +117,29 @@ def _mechanism(args: argparse.Namespace) -> str:
 def _plan(args: argparse.Namespace) -> str:
     """Each claim's power as the config at --config plans it (klrl.analysis.plan_power): pass@1
     seed SDs --seed-sd IN OUT, problems --problems IN OUT, base rate --base-rate."""
+    from klrl.analysis.mechanism_claims import sizes_of
     from klrl.analysis.plan_power import Domain, Planning, plan_table
     from klrl.grid.config_check import read_config
 
-    if args.config is None or len(args.seed_sd) != 2 or len(args.problems) != 2:
+    if args.config is None:
         raise SystemExit("power plan: give --config, --seed-sd IN OUT and --problems IN OUT")
     config = read_config(args.config)
     tasks = max(len(group["eval_tasks"]) - 1 for group in config["groups"])
-    domains = {
-        "in": Domain(args.base_rate, args.problems[0], 1, args.seed_sd[0]),
-        "out": Domain(args.base_rate, args.problems[1], tasks, args.seed_sd[1]),
-    }
+    given = 2 if tasks else 1  # a grid evaluated in domain only plans no out-of-domain claim
+    if len(args.seed_sd) != given or len(args.problems) != given:
+        domains = "IN OUT" if tasks else "IN (its grid evaluates in domain only)"
+        raise SystemExit(f"power plan: give --config, --seed-sd {domains} and --problems {domains}")
+    domains = {"in": Domain(args.base_rate, args.problems[0], 1, args.seed_sd[0])}
+    if tasks:
+        domains["out"] = Domain(args.base_rate, args.problems[1], tasks, args.seed_sd[1])
     sds = dict(zip(("kl_reverse", "objective"), args.mechanism_sd))
-    planning = Planning(domains, sds, args.samples[0], args.grids, args.random_seed)
+    sizes = sizes_of(config.get("mechanism_sizes"))
+    planning = Planning(domains, sds, sizes, args.samples[0], args.grids, args.random_seed)
     command = (
         f"python -m klrl power plan --config {args.config} --seed-sd {' '.join(f'{s:g}' for s in args.seed_sd)}"
         f" --problems {' '.join(map(str, args.problems))} --base-rate {args.base_rate:g}"
         f" --mechanism-sd {' '.join(f'{s:g}' for s in args.mechanism_sd)} --grids {args.grids}"
+        f" --samples {args.samples[0]}"
     )
     return plan_table(config, planning, command)
 
