@@ -9,6 +9,7 @@ in its legend entry."""
 
 import numpy as np
 from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator, SymmetricalLogLocator
 
 from helpers.style import arguments, color, plt, read, save, title
 
@@ -33,16 +34,26 @@ for ax, metric, ylabel in (
     if len(none) and betas:
         if metric == "kl_reverse":  # the no-KL policy's KL is the same whatever β
             ax.axhline(none[metric].mean(), color=color("none"), linewidth=1.4, linestyle=(0, (5, 2)))
+        elif len(betas) == 1:  # the no-KL policy scored by the one β's objective
+            value = none["reward"].mean() - betas[0] * none["kl_reverse"].mean()
+            ax.axhline(value, color=color("none"), linewidth=1.4, linestyle=(0, (5, 2)))
         else:  # the no-KL policy scored by each β's objective
             grid = np.geomspace(min(betas), max(betas), 50) if min(betas) > 0 else np.linspace(0, max(betas), 50)
             value = none["reward"].mean() - grid * none["kl_reverse"].mean()
             ax.plot(grid, value, color=color("none"), linewidth=1.4, linestyle=(0, (5, 2)))
     if betas and min(betas) > 0 and max(betas) > min(betas):
         ax.set_xscale("log")
+    if betas:  # ticks at the grid's β, plainly written
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xticks(betas, [f"{beta:g}" for beta in betas])
     if metric == "kl_reverse" and len(on) and (on[metric] > 0).all():
         ax.set_yscale("log")  # a diverging configuration's KL is tens of nats, the others' about one
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5)))  # labels within a decade too
     elif metric == "objective":
         ax.set_yscale("symlog", linthresh=1.0)  # linear within ±1, logarithmic beyond
+        ax.yaxis.set_major_locator(SymmetricalLogLocator(linthresh=1.0, base=10, subs=(1, 2, 5)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
     ax.set_xlabel("β")
     ax.set_ylabel(ylabel)
     if table.empty:
