@@ -109,16 +109,20 @@ PUBLISHED = sorted(path.parent for path in (ROOT / "docs" / "results").glob("*/s
 
 @pytest.mark.slow
 @pytest.mark.parametrize("published", PUBLISHED, ids=[path.name for path in PUBLISHED])
-def test_the_results_pages_blocks_regenerate_from_the_published_tables_byte_for_byte(published, tmp_path):
+def test_the_results_pages_blocks_regenerate_from_the_published_tables_byte_for_byte(published, tmp_path, monkeypatch):
     """Every experiment published in docs/results/: its blocks, computed again from its published
     tables by the code of this commit, are those of the committed page holding them (docs/results.md,
-    or a page of its own)."""
+    or a page of its own), its contrast block from the published runs it names."""
     marker = f"<!-- claims:{published.name}:begin -->"
     [page] = [path for path in sorted((ROOT / "docs").glob("*.md")) if marker in path.read_text()]
     readme = tmp_path / page.name
     shutil.copy(page, readme)
     source = ["--published", str(published), "--experiment", published.name, "--doc", str(readme)]
-    assert main(["readme-results", *source]) == 0
+    contrast = re.search(rf"<!-- contrast:{published.name}:begin -->\n.*?--contrast ([^`]+)`", page.read_text())
+    contrasts = contrast[1].split() if contrast else []  # the published runs its contrast block names
+    assert all(other.startswith("docs/results/") for other in contrasts), contrasts
+    monkeypatch.chdir(ROOT)
+    assert main(["readme-results", *source, *(["--contrast", *contrasts] if contrasts else [])]) == 0
     assert readme.read_text() == page.read_text()
 
 
@@ -150,18 +154,6 @@ def test_the_statistics_pages_collapse_block_is_what_its_command_gives_on_the_pu
     monkeypatch.chdir(ROOT)
     assert main([*arguments, "--write", str(page)]) == 0
     assert page.read_text() == statistics
-
-
-def test_the_smollm2_pages_rates_block_is_what_its_command_gives(tmp_path):
-    """docs/smollm2.md's power for the rate rows, computed again by the command the page shows
-    (exact, from the collapse rates it states), is the committed block."""
-    smollm2 = (ROOT / "docs" / "smollm2.md").read_text()
-    arguments = _power_command(smollm2, "rates")
-    assert arguments[:3] == ["power", "rates", "--collapse"], arguments
-    page = tmp_path / "smollm2.md"
-    page.write_text(smollm2)
-    assert main([*arguments, "--write", str(page)]) == 0
-    assert page.read_text() == smollm2
 
 
 @pytest.mark.slow
