@@ -3,9 +3,10 @@ test, each at its declared size inside its family, at the config's seeds and at 
 
 The paper's claims (klrl.analysis.claims) a grid tests are those whose every term's KL
 configuration and policy mode it holds, with two β (two lags) where a term takes the axis' low
-and high end, and whose domain it evaluates (an out-of-domain claim needs an out-of-domain task). Their family is every such claim the config does not declare `not_testable`, and a
-claim's power is that of its decision at Holm's first step, p below 5% / claims (which decides it
-whatever the family's other p-values: a lower bound):
+and high end, and whose domain it evaluates (an out-of-domain claim needs an out-of-domain task).
+Their family is every such claim the config does not declare `not_testable`, and a claim's power
+is that of its decision at Holm's first step, p below 5% / claims (which decides it whatever the
+family's other p-values: a lower bound):
     rate   exact (klrl.analysis.power_study.rate_row_power), its configuration collapsing with
            probability `size` and the other never, one β stratum (a pooled claim's other strata
            only add to it);
@@ -16,7 +17,8 @@ whatever the family's other p-values: a lower bound):
            its rows' powers.
 The equivalence claims need a true difference of 0 to be planned (not here: they are reported
 with no power). The mechanism claims (klrl.analysis.mechanism_claims) are planned by
-klrl.analysis.mechanism_power's planted studies restricted to the grid's configurations and β.
+klrl.analysis.mechanism_power's planted studies restricted to the grid's configurations and β, at
+the sizes the config declares (`mechanism_sizes`) or their defaults.
 A claim's seeds needed are the fewest that give 80% in the family of every claim the grid tests.
 """
 
