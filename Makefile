@@ -1,6 +1,6 @@
 # make test: create .venv (and .venv-vllm) if missing, install the pinned project, run every test
 #            but the GPU ones: the main suite and, beside it, the vLLM tests in vLLM's CPU build,
-#            the audits, then the quick suite under each further Python the machine has (3.12, 3.13).
+#            the audits, then the quick suite under the newest Python the project supports (3.13).
 # make run:  the same install, then the default grid through Snakemake (make ui: browse it in MLflow).
 PYTHON ?= python3.11
 VENV := .venv
@@ -101,9 +101,10 @@ test:
 	test $$main = 0 && test $$side = 0
 
 # Disk a `make test` from nothing takes (tools/disk_use.py around `.ci/run` on a fresh clone;
-# benchmarks/CI.md): the six venvs 12 GiB at the end once identical files are linked (19.6 GiB
-# without: PyPI's torch for 3.12 and 3.13 is the CUDA build, 5.9 GiB a venv), the suites'
-# temporary files up to 2.6 GiB; about 15 GiB at the peak. Less free space is said first, in one
+# benchmarks/CI.md, measured with PYTHONS="3.12 3.13"): the six venvs 12 GiB at the end once
+# identical files are linked (19.6 GiB without: PyPI's torch for 3.12 and 3.13 is the CUDA build,
+# 5.9 GiB a venv), the suites' temporary files up to 2.6 GiB; about 15 GiB at the peak, an upper
+# bound for the default PYTHONS. Less free space is said first, in one
 # line, since the suite would otherwise stop midway on "No space left on device".
 DISK_NEEDED_GIB := 16
 warn_disk = free=$$(df -Pk $(1) | awk 'NR == 2 {print int($$4 / 1048576)}'); \
@@ -129,15 +130,17 @@ QUICK := -m "not slow and not slurm and not gpu and not audit_envs and not packa
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest $(QUICK) $(WORKERS)
 
-# The quick suite under each further Python (PYTHONS), in a venv of its own (.venv-py3.12, ...)
+# The quick suite under each further Python (PYTHONS), in a venv of its own (.venv-py3.13, ...)
 # built from the same pins: from python3.X on PATH, else pyenv's newest 3.X.Y (pyenv's shims fail
 # outside a pyenv version that has it). A Python the machine lacks is said and skipped. The last
 # one runs it from `git archive HEAD` unpacked in a fresh temporary folder, with that folder's
 # klrl first on PYTHONPATH: the suite as a release tarball holds it (no .git; the committed tree,
 # without uncommitted changes), at no extra time. Outside a git checkout it runs here instead.
-# The suites run beside each other (each alone leaves a core partly idle), each into its own
-# log (results/test-pyVERSION.log), printed in turn when both have ended.
-PYTHONS ?= 3.12 3.13
+# Several suites run beside each other (each alone leaves a core partly idle), each into its own
+# log (results/test-pyVERSION.log), printed in turn when all have ended. By default the supported
+# range's two ends: 3.11 (the main suite) and 3.13; `make test PYTHONS="3.12 3.13"` adds 3.12,
+# whose quick suite and venv cost CI about 190 s of CPU (benchmarks/CI.md).
+PYTHONS ?= 3.13
 ARCHIVE_PYTHON := $(lastword $(PYTHONS))
 PYTHONS_STAMPS := $(PYTHONS:%=.venv-py%/.installed)
 find_python = for python in python$(1) $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$(1).*/bin/python$(1) 2>/dev/null | sort -rV); \
