@@ -270,19 +270,18 @@ def rewrite_readme(
     the published tables they were computed from) its contrast block; the number of table
     blocks. ValueError, with the file untouched, when the claims table, a table a block names, or
     a block's markers are missing."""
-    path = tables / "claims.csv"
-    if not path.is_file():
-        raise ValueError(f"{path}: no claims table (run `klrl aggregate` first)")
+    if not (tables / "claims.csv").is_file():
+        raise ValueError(f"{tables / 'claims.csv'}: no claims table (run `klrl aggregate` first)")
+    ours = claim_tables(tables)
     run_line = run_provenance(tables, commit)
     text = readme.read_text()
-    claims = pd.read_csv(path)
     rows_path = tables / "claim_rows.csv"
     if not rows_path.is_file():
         raise ValueError(
             f"{rows_path}: no claim rows (tables from before claims were a family: run `klrl aggregate` again)"
         )
     names = re.findall(TABLE_BLOCK.format(experiment=re.escape(experiment)), text)
-    blocks = [claims_block(experiment, claims, pd.read_csv(rows_path), config, run_time, run_line)]
+    blocks = [claims_block(experiment, ours["claims.csv"], pd.read_csv(rows_path), config, run_time, run_line)]
     for name in names:
         table = tables / f"{name}.md"
         if not table.is_file():
@@ -291,13 +290,13 @@ def rewrite_readme(
             table_block(experiment, name, table.read_text(), provenance(f"{name}.md", config, run_time, run_line))
         )
     if f"<!-- mechanism:{experiment}:begin -->" in text:
-        path = tables / "mechanism_claims.csv"
-        if not path.is_file():
-            raise ValueError(f"{path}: the page has a mechanism:{experiment} block but the run has no such table")
+        if "mechanism_claims.csv" not in ours:
+            raise ValueError(
+                f"{tables / 'mechanism_claims.csv'}: the page has a mechanism:{experiment} block but the run has no such table"
+            )
         header = provenance("mechanism_claims.csv", config, run_time, run_line)
-        blocks.append(mechanism_block(experiment, pd.read_csv(path, keep_default_na=False, na_values=[""]), header))
+        blocks.append(mechanism_block(experiment, ours["mechanism_claims.csv"], header))
     if contrasts:
-        ours = claim_tables(tables)
         blocks.append(contrast_block(experiment, ours, [(source, claim_tables(other)) for other, source in contrasts]))
     for block in blocks:
         text = rewrite(text, block)
