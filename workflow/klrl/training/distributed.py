@@ -11,10 +11,9 @@ root. The parameters stay float32 (the master weights the optimizer updates); wi
 are all-gathered in bfloat16 for compute and gradients are reduce-scattered in float32.
 A sharded model is built on the meta device in every process and given its weights by rank 0
 (`load_from_main`): one host copy of the model per node, not one per process. State leaves or
-enters a model in three forms: the full state (unsharded, on the CPU, rank 0's copy; what final/
-holds), each process's shards by name (`model_state`, `optimizer_state`: what checkpoints write,
-DTensors that torch.distributed.checkpoint reshards), and each rank's local shards as plain
-tensors (what the off-policy trainer keeps in memory for its stale weights).
+enters a model in two forms: the full state (unsharded, on the CPU, rank 0's copy; what final/
+holds), and each process's shards by name (`model_state`, `optimizer_state`: what checkpoints
+write, DTensors that torch.distributed.checkpoint reshards).
 
 FSDP all-gathers a layer's weights before each of its forwards and frees them after. A decoding
 loop runs one forward per new token, so `Processes.gathered` holds the weights unsharded for the
@@ -223,20 +222,6 @@ class Processes:
     def load_optimizer_state(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict) -> None:
         _state_api().set_optimizer_state_dict(model, optimizer, state)
 
-    def as_model_state(self, model: torch.nn.Module, shards: dict[str, torch.Tensor]) -> dict:
-        """`local_state` shards in `model_state`'s form: DTensors laid out as `model`'s weights
-        (a model sharded the same way) when sharded, so that a checkpoint can reshard them."""
-        if not self.sharded:
-            return shards
-        return {
-            name: DTensor.from_local(
-                shards[name], like.device_mesh, like.placements, shape=like.shape, stride=like.stride(), run_check=False
-            )
-            if isinstance(like, DTensor)
-            else shards[name]
-            for name, like in model.state_dict().items()
-        }
-
 
 def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The model's transformer blocks: the modules of a class that transformers says must not
@@ -256,28 +241,6 @@ def reshard(model: torch.nn.Module) -> None:
     for module in model.modules():
         if isinstance(module, FSDPModule):
             module.reshard()
-
-
-def _local(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
-
-
-def local_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """A CPU copy of this rank's shard of every weight (all of it when not sharded)."""
-    return local_shards(model.state_dict())
-
-
-def local_shards(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """A CPU copy of this rank's shard of every tensor of a state dict (DTensors or plain)."""
-    return {name: _local(tensor).detach().to("cpu", copy=True) for name, tensor in state.items()}
-
-
-@torch.no_grad()
-def load_local_state(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
-    """Copy the shards of `local_state` (from a model sharded the same way) into `model`."""
-    reshard(model)
-    for name, tensor in model.state_dict().items():
-        _local(tensor).copy_(state[name])
 
 
 def setup(device: str, mixed_precision: str = "none") -> Processes:

@@ -35,7 +35,7 @@ from transformers.cache_utils import DynamicLayer
 class Rollout:
     prompt_ids: torch.Tensor  # (B, P) left-padded with pad_id
     prompt_mask: torch.Tensor  # (B, P) 1 on real prompt tokens
-    completion_ids: torch.Tensor  # (B, L) right-padded with pad_id after EOS
+    completion_ids: torch.Tensor  # (B, L) right-padded with pad_id after the first stop token
     completion_mask: torch.Tensor  # (B, L) 1 on generated tokens, the first stop token (EOS or end of turn) included
     engine_logp: torch.Tensor | None = (
         None  # (B, L) the engine's log-probs of the completion tokens (vllm; 0 on padding)

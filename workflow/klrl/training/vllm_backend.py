@@ -11,7 +11,8 @@ t + k is sampled at step t and queued: klrl.training.rollout_queue), so it is re
 per optimizer step.
 
 Sampling is that of the `hf` backend: temperature, top-p, at most `max_new_tokens` tokens,
-stopping at the tokenizer's EOS (kept as the last completion token), no other processing
+stopping at any of the end-of-turn ids `stop_ids` (the one reached kept as the last completion
+token; klrl.training.prompts.stop_token_ids), no other processing
 (the model's generation_config is ignored). Each request gets its own seed, drawn from the
 trainer's seeded torch.Generator, so a seed fully determines the rollout and a request's
 completion does not depend on which batch it is in. The token streams differ from the `hf`
