@@ -58,7 +58,7 @@ def measure(config_path: Path, out_dir: Path, report: Path) -> None:
     before_load = _memory("VmRSS")
     trainer = Trainer(config, out_dir)
     load_peak = _memory("VmHWM")
-    trainer.optimizer.param_groups[0]["lr"] = 0.0
+    trainer.learner.optimizer.param_groups[0]["lr"] = 0.0
     trainer.train_step()  # the AdamW moments, and the queue holding the rollouts of steps 1 … lag
     trainer.step = 1
     Path(out_dir).mkdir(parents=True, exist_ok=True)

@@ -166,9 +166,9 @@ def test_the_trainers_decoding_loop_gathers_the_weights_once_and_shards_them_aga
         rollouts = {}
         for name in ("gathered", "per forward"):
             if name == "per forward":
-                trainer.sampler = dataclasses.replace(trainer.sampler, hold_weights=HFSampler.hold_weights)
+                trainer.actor.sampler = dataclasses.replace(trainer.actor.sampler, hold_weights=HFSampler.hold_weights)
             whole_after_forward.clear()
-            rollouts[name] = trainer.sample(0).rollout
+            rollouts[name] = trainer.actor.sample(0, version=0).rollout
             assert (
                 len(whole_after_forward) == rollouts[name].completion_ids.shape[1]
             )  # prefill + one forward per later token
