@@ -49,13 +49,13 @@ def _state_api():
     return state_dict
 
 
-def local_rows(batch_size: int, group_size: int, rank: int, world: int) -> slice:
+def local_share(batch_size: int, group_size: int, rank: int, world: int) -> slice:
     """The rows of a batch that `rank` of `world` processes trains on: whole groups of
     `group_size` consecutive rows, an equal share each, in rank order.
 
-    >>> local_rows(16, 4, 0, 2), local_rows(16, 4, 1, 2)
+    >>> local_share(16, 4, 0, 2), local_share(16, 4, 1, 2)
     (slice(0, 8, None), slice(8, 16, None))
-    >>> local_rows(12, 4, 0, 2)
+    >>> local_share(12, 4, 0, 2)
     Traceback (most recent call last):
     ...
     ValueError: 3 groups of 4 rows cannot be split evenly between 2 processes
@@ -84,10 +84,8 @@ class Processes:
         return self.rank == 0
 
     def shard(self, model: torch.nn.Module, mixed_precision: str = "none", offload: bool = False) -> torch.nn.Module:
-        """The model with fully_shard applied per decoder layer and then to the root (in place);
-        unchanged when not sharded. `offload` keeps the shards in CPU memory between uses."""
-        if not self.sharded:
-            return model.to(self.device)
+        """The model with fully_shard applied per decoder layer and then to the root (in place).
+        `offload` keeps the shards in CPU memory between uses."""
         mesh = init_device_mesh(self.device.type, (self.world,))
         options = {
             "mesh": mesh,

@@ -93,9 +93,9 @@ class Learner:
         rollout = batch.rollout.apply(lambda tensor: tensor.to(self.forward.device))
         mask = rollout.completion_mask.float()
         rewards = batch.rewards.to(mask.device)
-        rows = mask.shape[0]
+        n_rows = mask.shape[0]
         self.policy.train()
-        one_piece = config.ppo_epochs * config.minibatches == 1 and (config.micro_batch_size or rows) >= rows
+        one_piece = config.ppo_epochs * config.minibatches == 1 and (config.micro_batch_size or n_rows) >= n_rows
         logp, ref_logp, exact, graph = self.score(rollout, keep_graph=one_piece)
         off_policy = batch.behaviour_logp is not None
         anchor_logp = batch.behaviour_logp.to(mask.device) if off_policy else logp
@@ -108,7 +108,7 @@ class Learner:
         timings = {"time/score": time.perf_counter() - start, "time/backward": 0.0, "time/optimizer": 0.0}
         losses = {}
         for epoch in range(config.ppo_epochs):
-            for minibatch in self.minibatches(rows, batch.step, epoch, mask.device):
+            for minibatch in self.minibatches(n_rows, batch.step, epoch, mask.device):
                 losses, seconds = self.update(scored, minibatch)
                 timings = {key: timings[key] + seconds.get(key, 0.0) for key in timings}
         if math.isfinite(losses["loss/total"]) and math.isfinite(losses["optim/grad_norm"]):
@@ -121,10 +121,10 @@ class Learner:
         """The batch's (B, T) log πθ (detached) and log πref, the exact statistics, and log πθ
         with its graph if `keep_graph` (else None), micro-batch by micro-batch."""
         logps, ref_logps, stats, masks = [], [], [], []
-        for rows in self.forward.micro_batches(
+        for index in self.forward.micro_batches(
             torch.arange(rollout.completion_ids.shape[0], device=self.forward.device)
         ):
-            part = rollout.apply(lambda tensor: tensor[rows])
+            part = rollout.apply(lambda tensor: tensor[index])
             with torch.no_grad():
                 ref_logits = self.forward.logits(self.reference, part)
             with torch.enable_grad() if keep_graph else torch.no_grad():
@@ -174,13 +174,13 @@ class Learner:
             return None, {f"engine/{key}": value for key, value in metrics.items() if key != "fraction_corrected"}
         return weights, {f"engine/{key}": value for key, value in metrics.items()}
 
-    def minibatches(self, rows: int, step: int, epoch: int, device: torch.device) -> list[torch.Tensor]:
+    def minibatches(self, n_rows: int, step: int, epoch: int, device: torch.device) -> list[torch.Tensor]:
         """Row indices of each minibatch of one pass: the batch in order when it is not split,
         else a permutation seeded by (seed, step, epoch) cut into `minibatches` equal parts."""
         if self.config.minibatches == 1:
-            return [torch.arange(rows, device=device)]
-        order = torch.randperm(rows, generator=seeded_generator(self.config.seed, "minibatch", step, epoch))
-        return list(order.to(device).split(rows // self.config.minibatches))
+            return [torch.arange(n_rows, device=device)]
+        order = torch.randperm(n_rows, generator=seeded_generator(self.config.seed, "minibatch", step, epoch))
+        return list(order.to(device).split(n_rows // self.config.minibatches))
 
     def update(self, scored: Scored, minibatch: torch.Tensor) -> tuple[dict, dict]:
         """One optimizer step on the minibatch's rows, the gradient accumulated over its
@@ -193,21 +193,21 @@ class Learner:
         denominator = normaliser(mask[minibatch], self.loss.aggregation, token_count)
         self.optimizer.zero_grad(set_to_none=True)
         policy_loss = kl_loss = 0.0
-        for rows in self.forward.micro_batches(minibatch):
+        for index in self.forward.micro_batches(minibatch):
             if scored.graph is not None:
                 logp = scored.graph
             else:
-                part = scored.rollout.apply(lambda tensor: tensor[rows])
+                part = scored.rollout.apply(lambda tensor: tensor[index])
                 logp = token_logp(self.forward.logits(self.policy, part), part.completion_ids)
             parts = update_loss(
                 self.loss,
                 logp,
-                scored.ref_logp[rows],
-                importance_log_ratio(logp, scored.anchor_logp[rows]),
-                scored.advantages[rows],
-                mask[rows],
+                scored.ref_logp[index],
+                importance_log_ratio(logp, scored.anchor_logp[index]),
+                scored.advantages[index],
+                mask[index],
                 denominator,
-                None if scored.weights is None else scored.weights[rows],
+                None if scored.weights is None else scored.weights[index],
             )
             (parts.policy + parts.kl).backward()
             policy_loss, kl_loss = policy_loss + parts.policy.item(), kl_loss + parts.kl.item()

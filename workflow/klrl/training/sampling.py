@@ -1,7 +1,7 @@
 """Rollout generation behind a small interface; `hf` is the transformers backend.
 
-A backend turns prompts (token ids) into completions: `sample(model, prompts, generator, rows)`
-returns a `Rollout` of the prompts in `rows` (this process's share; all by default) with
+A backend turns prompts (token ids) into completions: `sample(model, prompts, generator, share)`
+returns a `Rollout` of the prompts in `share` (this process's rows; all by default) with
 left-padded prompts and right-padded completions, the same whatever the share. Sampling uses
 only the `torch.Generator` it is given, so a seed fully determines the rollout. `sync(model,
 version)` comes first: a backend that holds its own copy of the weights (`vllm`, in
@@ -162,13 +162,14 @@ class HFSampler:
 
     @torch.no_grad()
     def sample(
-        self, model, prompts: list[list[int]], generator: torch.Generator | None, rows: slice = slice(None)
+        self, model, prompts: list[list[int]], generator: torch.Generator | None, share: slice = slice(None)
     ) -> Rollout:
-        """Completions of every prompt (processes in lockstep sample them all); the rollout of `rows`."""
+        """Completions of every prompt (processes in lockstep sample them all); the rollout of the
+        rows of `share`."""
         with self.hold_weights(model):
             tokens, prompt_ids, prompt_mask = self.decode(model, prompts, generator)
         return Rollout(prompt_ids, prompt_mask, tokens, completion_mask(tokens, self.stop_ids)).apply(
-            lambda tensor: tensor[rows]
+            lambda tensor: tensor[share]
         )
 
     def decode(self, model, prompts: list[list[int]], generator: torch.Generator | None) -> tuple[torch.Tensor, ...]:

@@ -16,7 +16,8 @@ klrl.training.checkpoint) while running, final/ (the trained model and tokenizer
 the same command resumes from the checkpoint, or does nothing when status.json says the cell is
 finished; `klrl train` with a changed configuration first moves the old attempt's files aside
 (klrl.training.attempt). Departures from the paper: a deterministic lag replaces real
-asynchrony; the periodic evaluation uses a fixed subset of the held-out split.
+asynchrony; the periodic evaluation uses a fixed subset of the held-out split; the defaults are
+toy-scale (the paper's values are in config/paper.yaml).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from klrl.training.actor import Actor, make_sampler
 from klrl.training.attempt import write_config
 from klrl.training.checkpoint import RefusedCheckpoint, load_checkpoint, remove_checkpoints, save_checkpoint
 from klrl.training.config import TrainConfig
-from klrl.training.distributed import local_rows
+from klrl.training.distributed import local_share
 from klrl.training.learner import Learner
 from klrl.training.precision import attention_implementation, hold_frozen_weights
 from klrl.training.prompts import PromptSchedule, stop_token_ids
@@ -112,7 +113,7 @@ class Trainer:
             raise ValueError(
                 f"minibatches={config.minibatches} must divide each of the {world} processes' {config.prompts_per_step // world * config.group_size} rows"
             )
-        return local_rows(config.prompts_per_step * config.group_size, config.group_size, self.procs.rank, world)
+        return local_share(config.prompts_per_step * config.group_size, config.group_size, self.procs.rank, world)
 
     def _base_model(self) -> torch.nn.Module:
         config = self.config
@@ -142,7 +143,7 @@ class Trainer:
         elif config.activation_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if not self.procs.sharded:
-            return self.procs.shard(model)
+            return model.to(self.procs.device)
         if source is not None:
             model.generation_config = source.generation_config  # what final/ saves
         return self.procs.load_from_main(model, source, config.mixed_precision, offload)

@@ -183,12 +183,12 @@ class VLLMSampler:
         self.engine.close()
 
     def sample(
-        self, model, prompts: list[list[int]], generator: torch.Generator | None, rows: slice = slice(None)
+        self, model, prompts: list[list[int]], generator: torch.Generator | None, share: slice = slice(None)
     ) -> Rollout:
-        """Completions of the prompts in `rows` from the engine, which must hold `model`'s weights
+        """Completions of the prompts in `share` from the engine, which must hold `model`'s weights
         (`sync`); each request keeps the seed it has in the whole batch, so the share is generated alone."""
-        seeds = request_seeds(generator, len(prompts))[rows]
-        prompts = prompts[rows]
+        seeds = request_seeds(generator, len(prompts))[share]
+        prompts = prompts[share]
         params = [
             self.engine.sampling_params(
                 n=1,
