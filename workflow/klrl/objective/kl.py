@@ -118,12 +118,6 @@ def correction_weight(config: KLConfig, log_ratio: torch.Tensor, mask: torch.Ten
     return torch.ones_like(masked)
 
 
-def _estimate(config: KLConfig, logp: torch.Tensor, ref_logp: torch.Tensor) -> TokenKL:
-    return token_kl(
-        logp, ref_logp, config.estimator, log_ratio_clamp=config.log_ratio_clamp, value_clamp=config.value_clamp
-    )
-
-
 def kl_terms(
     config: KLConfig,
     logp: torch.Tensor,
@@ -138,7 +132,9 @@ def kl_terms(
     itself detached. The loss term is per token: aggregate it with the policy loss.
     """
     beta = config.beta
-    values = _estimate(config, logp, ref_logp).values
+    values = token_kl(
+        logp, ref_logp, config.estimator, log_ratio_clamp=config.log_ratio_clamp, value_clamp=config.value_clamp
+    ).values
     mask = mask.to(values.dtype)
     values = values * mask
     if log_ratio is None:
@@ -167,7 +163,9 @@ def kl_stats(
     """Diagnostics of one batch: every estimator's sequence estimate (batch mean), how often
     `config`'s clamps and importance-weight truncation act, the weights (of `log_ratio`, zero
     on-policy when None) and the mean penalty."""
-    estimate = _estimate(config, logp, ref_logp)
+    estimate = token_kl(
+        logp, ref_logp, config.estimator, log_ratio_clamp=config.log_ratio_clamp, value_clamp=config.value_clamp
+    )
     mask = mask.to(estimate.values.dtype)
     n_tokens = mask.sum().clamp(min=1).item()
     n_seqs = max(mask.shape[0], 1)
