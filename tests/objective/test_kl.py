@@ -133,7 +133,9 @@ def test_in_loss_gradient_is_nonzero_and_matches_the_formula(name):
 
 def test_token_is_weights_the_loss_term_with_gradient():
     logp, ref, behaviour, mask = _batch()
-    terms = kl_terms(KLConfig.from_name("k3-loss-tokis", beta=0.5), logp, ref, mask, importance_log_ratio(logp, behaviour))
+    terms = kl_terms(
+        KLConfig.from_name("k3-loss-tokis", beta=0.5), logp, ref, mask, importance_log_ratio(logp, behaviour)
+    )
     omega = torch.exp(logp - behaviour)
     k3 = token_kl(logp, ref, "k3").values
     assert torch.allclose(terms.loss_tokens, 0.5 * omega * k3 * mask)
@@ -159,9 +161,13 @@ def test_prefix_and_sequence_is_weights():
     logp, ref, behaviour, mask = _batch()
     log_w = (logp - behaviour).detach() * mask
     delta = (logp - ref).detach() * mask
-    seq = kl_terms(KLConfig.from_name("k1-reward-seqis", beta=1.0), logp, ref, mask, importance_log_ratio(logp, behaviour))
+    seq = kl_terms(
+        KLConfig.from_name("k1-reward-seqis", beta=1.0), logp, ref, mask, importance_log_ratio(logp, behaviour)
+    )
     assert torch.allclose(seq.loss_tokens, delta * log_w.sum(-1, keepdim=True).exp() * mask)
-    pre = kl_terms(KLConfig.from_name("k1-reward-prefixis", beta=1.0), logp, ref, mask, importance_log_ratio(logp, behaviour))
+    pre = kl_terms(
+        KLConfig.from_name("k1-reward-prefixis", beta=1.0), logp, ref, mask, importance_log_ratio(logp, behaviour)
+    )
     assert torch.allclose(pre.loss_tokens, delta * log_w.cumsum(-1).exp() * mask)
     assert torch.count_nonzero(pre.reward_penalty) == 0
     # on-policy the weights are 1: the gradient is the causal K1 score-function estimator

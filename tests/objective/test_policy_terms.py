@@ -38,7 +38,9 @@ def test_on_policy_ratio_is_one_with_the_score_gradient():
 def test_truncated_ratio_stops_the_gradient_where_it_clamps():
     logp = torch.tensor([[0.0, 0.0]], requires_grad=True)
     behaviour = torch.tensor([[-3.0, -0.1]])  # ratios e^3 ≈ 20 and e^0.1 ≈ 1.1
-    loss = policy_loss_tokens(importance_log_ratio(logp, behaviour), torch.tensor([1.0]), torch.ones(1, 2), ratio_clamp=8.0)
+    loss = policy_loss_tokens(
+        importance_log_ratio(logp, behaviour), torch.tensor([1.0]), torch.ones(1, 2), ratio_clamp=8.0
+    )
     assert loss[0, 0].item() == -8.0
     (grad,) = torch.autograd.grad(loss.sum(), logp)
     assert grad[0, 0].item() == 0.0
