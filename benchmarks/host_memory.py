@@ -1,17 +1,16 @@
 """Peak host memory of each training process while it loads its models and while it writes a
-checkpoint, and the checkpoint's bytes on disk, at 1, 2 and 4 processes, for this checkout
-against a baseline revision (interleaved), and for this checkout's on-policy twin.
+checkpoint, and the checkpoint's bytes on disk, at 1, 2 and 4 processes, for the off-policy
+cell and its on-policy twin (interleaved).
 
 The cell is the paper's off-policy setting in miniature: SmolLM2-135M (all 30 layers), bf16
 mixed precision (so every process count goes through FSDP), lag 4, its lag at its steady state
-and the AdamW moments made, then one checkpoint. This checkout makes one real step at learning
-rate 0, after which its queue holds the rollouts of steps 1-4; a baseline that keeps the stale
-weights instead (a behaviour model and lag + 1 copies) gets its copies made by hand and a step
-with zero gradients. The on-policy twin (lag 0) makes the same step: its checkpoint is the one
-an off-policy checkpoint is compared with. Each process measures itself: the kernel's
-high-water mark of its resident memory (VmHWM), reset before each phase (`/proc/self/clear_refs`, Linux).
+and the AdamW moments made, then one checkpoint: one real step at learning rate 0, after which
+its queue holds the rollouts of steps 1-4. The on-policy twin (lag 0) makes the same step: its
+checkpoint is the one an off-policy checkpoint is compared with. Each process measures itself:
+the kernel's high-water mark of its resident memory (VmHWM), reset before each phase
+(`/proc/self/clear_refs`, Linux).
 
-    python benchmarks/host_memory.py --baseline 09fd533 [--procs 1 2 4]
+    python benchmarks/host_memory.py [--procs 1 2 4]
 
 Each process of a run is one row: its rank, its peak while loading and its peak while
 checkpointing, each with the resident memory it had before the phase, and (rank 0) the
@@ -31,7 +30,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, arith_data, export_revision, machine, markdown_table  # noqa: E402
+from common import ROOT, arith_data, machine, markdown_table  # noqa: E402
 
 LAG = 4
 PHASES = ("before_load", "load_peak", "before_checkpoint", "checkpoint_peak")
@@ -51,10 +50,7 @@ def _reset_peak() -> None:
 
 def measure(config_path: Path, out_dir: Path, report: Path) -> None:
     """One process's phases (run under torchrun, or alone): load, fill the queue, checkpoint."""
-    import torch
-
     from klrl.training.config import load_config
-    from klrl.training.distributed import local_state
     from klrl.training.trainer import Trainer
 
     config = load_config(config_path)
@@ -62,18 +58,8 @@ def measure(config_path: Path, out_dir: Path, report: Path) -> None:
     before_load = _memory("VmRSS")
     trainer = Trainer(config, out_dir)
     load_peak = _memory("VmHWM")
-    trainer.optimizer.param_groups[0]["lr"] = 0.0
-    if hasattr(trainer, "history"):  # a baseline keeping the stale weights: its copies, the AdamW moments
-        from klrl.training.distributed import local_state
-
-        for parameter in trainer.policy.parameters():
-            parameter.grad = torch.zeros_like(parameter)
-        trainer.optimizer.step()
-        trainer.optimizer.zero_grad(set_to_none=True)
-        while len(trainer.history) < config.async_lag + 1:
-            trainer.history.append(local_state(trainer.policy))
-    else:  # one real step: the AdamW moments, and the queue holding the rollouts of steps 1 … lag
-        trainer.train_step()
+    trainer.learner.optimizer.param_groups[0]["lr"] = 0.0
+    trainer.train_step()  # the AdamW moments, and the queue holding the rollouts of steps 1 … lag
     trainer.step = 1
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     _reset_peak()
@@ -93,17 +79,17 @@ def measure(config_path: Path, out_dir: Path, report: Path) -> None:
         handle.write(json.dumps(row) + "\n")
 
 
-def run(code: Path, procs: int, config_path: Path, work: Path) -> list[dict]:
-    """One measurement: `procs` processes of the code at `code` (its workflow/ on PYTHONPATH)."""
+def run(procs: int, config_path: Path, work: Path) -> list[dict]:
+    """One measurement: `procs` processes of this checkout (its workflow/ on PYTHONPATH)."""
     report = work / "report.jsonl"
     report.unlink(missing_ok=True)
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(procs)]
     command = [*launcher, __file__, "--measure", str(config_path), str(work / "train"), str(report)]
-    env = os.environ | {"PYTHONPATH": str(code / "workflow"), "OMP_NUM_THREADS": "1"}
+    env = os.environ | {"PYTHONPATH": str(ROOT / "workflow"), "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
     subprocess.run(["rm", "-rf", str(work / "train")], check=True)
     if result.returncode:  # e.g. a process killed for memory: said in the table, and the rest goes on
-        print(f"{code} at {procs} processes failed:\n{result.stderr[-1500:]}", file=sys.stderr)
+        print(f"{config_path.name} at {procs} processes failed:\n{result.stderr[-1500:]}", file=sys.stderr)
         killed = "SIGKILL" in result.stderr or "exitcode  : -9" in result.stderr
         return [{"rank": "all", "failed": "killed (-9: out of memory?)" if killed else f"exit {result.returncode}"}]
     return sorted((json.loads(line) for line in report.read_text().splitlines()), key=lambda row: row["rank"])
@@ -111,7 +97,6 @@ def run(code: Path, procs: int, config_path: Path, work: Path) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", default="09fd533", help="git revision to compare with")
     parser.add_argument("--procs", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--measure", nargs=3, type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -147,16 +132,11 @@ def main() -> None:
         for lag in (LAG, 0):
             configs[lag] = work / f"cell-lag{lag}.yaml"
             configs[lag].write_text(yaml.safe_dump(settings | {"async_lag": lag}))
-        baseline = export_revision(args.baseline, work / "baseline")
-        variants = {  # interleaved per process count: the baseline, this checkout, its on-policy twin
-            f"{args.baseline}, lag {LAG}": (baseline, configs[LAG]),
-            f"this checkout, lag {LAG}": (ROOT, configs[LAG]),
-            "this checkout, on-policy": (ROOT, configs[0]),
-        }
+        variants = {f"lag {LAG}": configs[LAG], "on-policy": configs[0]}  # interleaved per process count
         rows = []
         for procs in args.procs:
-            for name, (code, config_path) in variants.items():
-                for row in run(code, procs, config_path, work):
+            for name, config_path in variants.items():
+                for row in run(procs, config_path, work):
                     keys = (*PHASES, "checkpoint_mb")
                     figures = (
                         [row[key] if row[key] == "" else round(row[key]) for key in keys]
@@ -166,7 +146,7 @@ def main() -> None:
                     rows.append([name, procs, row["rank"], *figures])
                     print(rows[-1], flush=True)
     header = [
-        "code",
+        "cell",
         "processes",
         "rank",
         "RSS before load (MB)",

@@ -64,18 +64,19 @@ def measure(settings_path: Path, out: Path, warmup: int, steps: int) -> None:
     (out / "settings.json").write_text(json.dumps(settings))
     trainer = Trainer(load_config(out / "settings.json"), out / "train")
     seen = {}
-    rollout = trainer.rollout
+    sample = trainer.actor.sample
 
-    def counted(rows):
-        batch, group = rollout(rows)
-        firsts = batch.prompt_mask[:: trainer.config.group_size]  # a group's rows share its prompt
+    def counted(step, version):
+        batch = sample(step, version)
+        rollout = batch.rollout
+        firsts = rollout.prompt_mask[:: trainer.config.group_size]  # a group's rows share its prompt
         seen["prompts"] = firsts.shape[0]
         seen["prompt_tokens"] = int(firsts.sum())
-        seen["completion_tokens"] = int(batch.completion_mask.sum())
-        seen["rows"] = batch.completion_mask.shape[0]
-        return batch, group
+        seen["completion_tokens"] = int(rollout.completion_mask.sum())
+        seen["rows"] = rollout.completion_mask.shape[0]
+        return batch
 
-    trainer.rollout = counted
+    trainer.actor.sample = counted
     for index in range(warmup + steps):
         start = time.perf_counter()
         record = trainer.train_step()

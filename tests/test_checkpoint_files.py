@@ -77,6 +77,28 @@ def test_a_crafted_checkpoint_is_refused_without_running_it(tmp_path, monkeypatc
     assert (tmp_path / "PWNED").exists()
 
 
+def test_the_index_reader_admits_dcps_classes_by_identity_wherever_torch_keeps_them():
+    """A torch that moves a class of DCP's index (here: named from the package that re-exports
+    it) still reads its checkpoints; a callable that is not one of them is refused under any
+    name, and a module not yet imported is never imported."""
+    import io
+
+    from torch.distributed.checkpoint.metadata import Metadata
+
+    from klrl.training.checkpoint import _IndexUnpickler
+
+    moved = pickle.dumps(Metadata, protocol=0).replace(
+        b"torch.distributed.checkpoint.metadata\n", b"torch.distributed.checkpoint\n"
+    )
+    assert moved.startswith(b"ctorch.distributed.checkpoint\nMetadata\n")
+    assert _IndexUnpickler(io.BytesIO(moved)).load() is Metadata
+    assert _IndexUnpickler(io.BytesIO(b"ctorch\nbfloat16\n.")).load() is torch.bfloat16
+    for module, name in (("os", "system"), ("builtins", "eval"), ("torch", "load"), ("antigravity", "fly")):
+        with pytest.raises(UnsafeCheckpoint, match=f"GLOBAL {module}.{name}"):
+            _IndexUnpickler(io.BytesIO(f"c{module}\n{name}\n.".encode())).load()
+    assert "antigravity" not in __import__("sys").modules
+
+
 def test_a_checkpoint_with_pickled_objects_is_refused(tmp_path):
     """DCP would unpickle a byte item whole (torch.load without weights_only): klrl writes tensors only."""
     dcp = pytest.importorskip("torch.distributed.checkpoint")

@@ -115,8 +115,8 @@ def _max_gap(first: list[torch.Tensor], second: list[torch.Tensor]) -> float:
 
 
 def test_engine_logprobs_follow_the_learner_through_an_optimizer_step(trainer):
-    rollout = trainer.sample(0).rollout
-    engine = trainer.sampler.engine
+    rollout = trainer.actor.sample(0, version=0).rollout
+    engine = trainer.actor.sampler.engine
     assert engine.version == 0
     prompts, completions = _token_lists(rollout)
     assert all(completions), "every request produced at least one token"
@@ -125,7 +125,7 @@ def test_engine_logprobs_follow_the_learner_through_an_optimizer_step(trainer):
     before = _trainer_logprobs(trainer, rollout)
     assert _max_gap(engine.sequence_logprobs(prompts, completions), before) < LOGPROB_TOLERANCE
 
-    trainer.reward_fn = _length_reward  # the base scores 0 on arith: no gradient from the task reward
+    trainer.actor.reward_fn = _length_reward  # the base scores 0 on arith: no gradient from the task reward
     record = trainer.train_step()  # rollout (already synced: no copy), scores, one AdamW step
     trainer.step += 1
     assert record["optim/grad_norm"] > 0
@@ -135,29 +135,29 @@ def test_engine_logprobs_follow_the_learner_through_an_optimizer_step(trainer):
 
     stale = engine.sequence_logprobs(prompts, completions)
     assert _max_gap(stale, before) < LOGPROB_TOLERANCE  # not synced yet: the engine still has step 0
-    trainer.sampler.sync(trainer.policy, trainer.step)
+    trainer.actor.sampler.sync(trainer.policy, trainer.step)
     assert engine.version == 1
     assert _max_gap(engine.sequence_logprobs(prompts, completions), after) < LOGPROB_TOLERANCE
 
 
 def test_rollouts_are_seeded_per_request(trainer):
     prompts = [[1, 504, 2365], [1, 1973, 314, 253], [1, 504]]
-    first = trainer.sampler.sample(None, prompts, seeded_generator(0, "rollout", 7))
-    again = trainer.sampler.sample(None, prompts, seeded_generator(0, "rollout", 7))
-    other = trainer.sampler.sample(None, prompts, seeded_generator(1, "rollout", 7))
+    first = trainer.actor.sampler.sample(None, prompts, seeded_generator(0, "rollout", 7))
+    again = trainer.actor.sampler.sample(None, prompts, seeded_generator(0, "rollout", 7))
+    other = trainer.actor.sampler.sample(None, prompts, seeded_generator(1, "rollout", 7))
     assert torch.equal(first.completion_ids, again.completion_ids)
     assert not torch.equal(first.completion_ids, other.completion_ids)
     # a request's completion does not depend on the rest of the batch
     seeds = torch.randint(0, 2**31 - 1, (3,), generator=seeded_generator(0, "rollout", 7)).tolist()
-    params = trainer.sampler.engine.sampling_params(
+    params = trainer.actor.sampler.engine.sampling_params(
         temperature=1.0,
         top_p=1.0,
         max_tokens=8,
         seed=seeds[1],
-        stop_token_ids=list(trainer.sampler.stop_ids),
+        stop_token_ids=list(trainer.actor.sampler.stop_ids),
         detokenize=False,
     )
-    alone = trainer.sampler.engine.generate(prompts[1:2], [params])[0][0]
+    alone = trainer.actor.sampler.engine.generate(prompts[1:2], [params])[0][0]
     assert alone == first.completion_ids[1][first.completion_mask[1].bool()].tolist()
     # the engine's log-prob of each sampled token is the trainer's, up to the CPU kernels' rounding
     engine = [row[mask.bool()] for row, mask in zip(first.engine_logp, first.completion_mask)]
@@ -177,13 +177,13 @@ def test_an_off_policy_run_trains_through_the_engine(two_layers, arith, tmp_path
     }
     trainer = Trainer(_config(two_layers, arith, **settings), out)
     synced = []
-    sync = trainer.sampler.engine.sync
-    trainer.sampler.engine.sync = lambda model, version: (synced.append(version), sync(model, version))
+    sync = trainer.actor.sampler.engine.sync
+    trainer.actor.sampler.engine.sync = lambda model, version: (synced.append(version), sync(model, version))
     assert trainer.run() == "completed"
     # evaluation at step 0 (θ0), steps 0's and 1's rollouts sampled by θ0 at step 0, step 2's by θ1
     # at step 1 (lag 1), the final evaluation from θ3: the engine only ever holds the policy
     assert synced == [0, 0, 0, 1, 3]
-    assert trainer.sampler.engine.version == 3
+    assert trainer.actor.sampler.engine.version == 3
     records = read_metrics(out / "metrics.jsonl")
     assert [r["step"] for r in records if "rollout/accuracy" in r] == [0, 1, 2]
     assert records[2]["is/ratio_max"] != pytest.approx(1.0)  # μ = θ1 differs from the learner's θ2

@@ -95,6 +95,11 @@ MUTANTS = {
         (K + "objectives.py", "ratio = ratio.clamp(0.0, ratio_clamp)", "ratio = ratio.clamp(min=ratio_clamp)")
     ],
     "policy ratio not detached from the anchor (on-policy)": [
+        (
+            K + "objective/loss.py",
+            "anchor_logp = logp.detach() if behaviour_logp is None",
+            "anchor_logp = logp if behaviour_logp is None",
+        ),
         (K + "loss.py", "anchor = logp.detach() if behaviour_logp is None", "anchor = logp if behaviour_logp is None"),
         (
             K + "training/trainer.py",
@@ -103,6 +108,11 @@ MUTANTS = {
         ),
     ],
     "KL weight's μ not detached on-policy": [
+        (
+            K + "objective/kl.py",
+            "log_ratio = importance_log_ratio(logp, logp.detach())",
+            "log_ratio = importance_log_ratio(logp, logp)",
+        ),
         (
             K + "kl.py",
             "behaviour = logp.detach() if behaviour_logp is None else behaviour_logp",
@@ -117,6 +127,11 @@ MUTANTS = {
     ],
     "μ replaced by πθ in the update": [
         (
+            K + "training/learner.py",
+            "anchor_logp = batch.behaviour_logp.to(mask.device) if off_policy else logp",
+            "anchor_logp = logp",
+        ),
+        (
             K + "training/step.py",
             "anchor = scores.logp if scores.behaviour_logp is None else scores.behaviour_logp",
             "anchor = scores.logp",
@@ -125,12 +140,18 @@ MUTANTS = {
     ],
     "off-by-one lag (μ one step too fresh)": [
         (
+            K + "training/actor.py",
+            "last = min(step + self.config.async_lag,",
+            "last = min(step + max(self.config.async_lag - 1, 0),",
+        ),
+        (
             K + "training/trainer.py",
             "last = min(self.step + self.config.async_lag,",
             "last = min(self.step + max(self.config.async_lag - 1, 0),",
         ),
     ],
     "the queue's newest rollout learned from, not the oldest": [
+        (K + "training/actor.py", "return self.queue.popleft()", "return self.queue.pop()"),
         (K + "training/trainer.py", "queued = self.queue.popleft()", "queued = self.queue.pop()"),
     ],
     "KL loss term not masked": [(K + "kl.py", "    values = values * mask\n", "")],
@@ -139,6 +160,11 @@ MUTANTS = {
         (K + "training/trainer.py", "return total / batch_mask.shape[0]", "return total / batch_mask.sum()"),
     ],
     "micro-batch normalised by its own tokens, not the minibatch's": [
+        (
+            K + "training/learner.py",
+            "                denominator,\n",
+            "                normaliser(mask[rows], self.loss.aggregation),\n",
+        ),
         (
             K + "training/step.py",
             "mask[rows], denominator)",

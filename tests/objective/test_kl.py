@@ -8,7 +8,7 @@ import torch
 from klrl.objective.kl_config import KLConfig
 from klrl.objective.gradient_claims import claims_markdown, describe
 from klrl.objective.estimators import ESTIMATORS, STANDARD_CONFIGS
-from klrl.objective.kl import kl_stats, kl_terms, token_kl
+from klrl.objective.kl import importance_log_ratio, kl_stats, kl_terms, token_kl
 
 
 def test_estimators_match_their_definitions():
@@ -133,7 +133,9 @@ def test_in_loss_gradient_is_nonzero_and_matches_the_formula(name):
 
 def test_token_is_weights_the_loss_term_with_gradient():
     logp, ref, behaviour, mask = _batch()
-    terms = kl_terms(KLConfig.from_name("k3-loss-tokis", beta=0.5), logp, ref, mask, behaviour_logp=behaviour)
+    terms = kl_terms(
+        KLConfig.from_name("k3-loss-tokis", beta=0.5), logp, ref, mask, importance_log_ratio(logp, behaviour)
+    )
     omega = torch.exp(logp - behaviour)
     k3 = token_kl(logp, ref, "k3").values
     assert torch.allclose(terms.loss_tokens, 0.5 * omega * k3 * mask)
@@ -147,21 +149,25 @@ def test_token_is_truncation_caps_the_value_and_keeps_the_gradient():
     logp, ref, behaviour, mask = _batch()
     behaviour = logp.detach() - 1.0  # ω = e ≈ 2.72 everywhere
     config = KLConfig.from_name("k1-loss-tokis", beta=1.0, is_truncation=2.0)
-    terms = kl_terms(config, logp, ref, mask, behaviour_logp=behaviour)
+    terms = kl_terms(config, logp, ref, mask, importance_log_ratio(logp, behaviour))
     k1 = (logp - ref).detach()
     assert torch.allclose(terms.loss_tokens, 2.0 * k1 * mask)
     (grad,) = torch.autograd.grad(terms.loss_tokens.sum(), logp)
     assert torch.allclose(grad, 2.0 * (1 + k1) * mask)  # capped weight × ∇(log ω · δ + δ)
-    assert kl_stats(config, logp, ref, mask, behaviour_logp=behaviour)["kl/is_truncated_frac"] == 1.0
+    assert kl_stats(config, logp, ref, mask, importance_log_ratio(logp, behaviour))["kl/is_truncated_frac"] == 1.0
 
 
 def test_prefix_and_sequence_is_weights():
     logp, ref, behaviour, mask = _batch()
     log_w = (logp - behaviour).detach() * mask
     delta = (logp - ref).detach() * mask
-    seq = kl_terms(KLConfig.from_name("k1-reward-seqis", beta=1.0), logp, ref, mask, behaviour_logp=behaviour)
+    seq = kl_terms(
+        KLConfig.from_name("k1-reward-seqis", beta=1.0), logp, ref, mask, importance_log_ratio(logp, behaviour)
+    )
     assert torch.allclose(seq.loss_tokens, delta * log_w.sum(-1, keepdim=True).exp() * mask)
-    pre = kl_terms(KLConfig.from_name("k1-reward-prefixis", beta=1.0), logp, ref, mask, behaviour_logp=behaviour)
+    pre = kl_terms(
+        KLConfig.from_name("k1-reward-prefixis", beta=1.0), logp, ref, mask, importance_log_ratio(logp, behaviour)
+    )
     assert torch.allclose(pre.loss_tokens, delta * log_w.cumsum(-1).exp() * mask)
     assert torch.count_nonzero(pre.reward_penalty) == 0
     # on-policy the weights are 1: the gradient is the causal K1 score-function estimator

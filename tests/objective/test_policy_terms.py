@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from klrl.objective.kl import importance_log_ratio
 from klrl.objective.policy_terms import advantages, aggregate, policy_loss_tokens
 
 
@@ -28,7 +29,7 @@ def test_on_policy_ratio_is_one_with_the_score_gradient():
     logp = torch.tensor([[-1.0, -2.0, -0.5]], requires_grad=True)
     adv = torch.tensor([2.0])
     mask = torch.tensor([[1.0, 1.0, 0.0]])
-    loss = policy_loss_tokens(logp, logp.detach(), adv, mask)
+    loss = policy_loss_tokens(importance_log_ratio(logp, logp.detach()), adv, mask)
     assert torch.allclose(loss, torch.tensor([[-2.0, -2.0, 0.0]]))
     (grad,) = torch.autograd.grad(loss.sum(), logp)
     assert torch.allclose(grad, torch.tensor([[-2.0, -2.0, 0.0]]))
@@ -37,7 +38,9 @@ def test_on_policy_ratio_is_one_with_the_score_gradient():
 def test_truncated_ratio_stops_the_gradient_where_it_clamps():
     logp = torch.tensor([[0.0, 0.0]], requires_grad=True)
     behaviour = torch.tensor([[-3.0, -0.1]])  # ratios e^3 ≈ 20 and e^0.1 ≈ 1.1
-    loss = policy_loss_tokens(logp, behaviour, torch.tensor([1.0]), torch.ones(1, 2), ratio_clamp=8.0)
+    loss = policy_loss_tokens(
+        importance_log_ratio(logp, behaviour), torch.tensor([1.0]), torch.ones(1, 2), ratio_clamp=8.0
+    )
     assert loss[0, 0].item() == -8.0
     (grad,) = torch.autograd.grad(loss.sum(), logp)
     assert grad[0, 0].item() == 0.0
@@ -58,7 +61,7 @@ def test_ppo_clip_stops_the_gradient_outside_the_trust_region():
 
     logp = torch.tensor([[0.0, 0.0, 0.0]], requires_grad=True)
     anchor = torch.tensor([[0.0, -0.5, 0.5]])  # ratios 1, e^0.5 ≈ 1.65, e^-0.5 ≈ 0.61
-    loss = ppo_loss_tokens(logp, anchor, torch.tensor([1.0]), torch.ones(1, 3), clip=0.2)
+    loss = ppo_loss_tokens(importance_log_ratio(logp, anchor), torch.tensor([1.0]), torch.ones(1, 3), clip=0.2)
     assert loss[0, 1].item() == pytest.approx(-1.2)  # A > 0: capped at 1 + ε
     assert loss[0, 2].item() == pytest.approx(-torch.exp(torch.tensor(-0.5)).item())  # min keeps the unclipped
     (grad,) = torch.autograd.grad(loss.sum(), logp)

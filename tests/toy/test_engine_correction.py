@@ -33,8 +33,8 @@ def problem():
 
 def _weights(problem, mode, engine, correction):
     e = enumerate_sequences(problem, mode, problem.theta)
-    trainer_mu = e.logp if e.behaviour_logp is None else e.behaviour_logp
-    return engine_weights(correction, trainer_mu, problem.space.token_logp(engine, e.seqs), e.mask)
+    anchor_logp = e.logp if e.behaviour_logp is None else e.behaviour_logp
+    return engine_weights(correction, anchor_logp, problem.space.token_logp(engine, e.seqs), e.mask)
 
 
 @pytest.mark.parametrize("mode", ["on", "off"])

@@ -9,7 +9,7 @@ import torch
 from klrl.objective.kl_config import KLConfig
 from klrl.objective.gradient_claims import describe
 from klrl.objective.estimators import SEQUENCE_REVERSE_KL, STANDARD_CONFIGS, TOKEN_FORWARD_KL, TOKEN_REVERSE_KL, ZERO
-from klrl.objective.kl import kl_stats
+from klrl.objective.kl import importance_log_ratio, kl_stats
 from klrl.objective.loss import LossConfig
 from klrl.toy.exact import batch_estimates
 from klrl.toy.exact import expected_gradient, per_sequence, toy_loss_config
@@ -97,7 +97,8 @@ def _clamped_config(problem, name, mode) -> LossConfig:
     truncation = {"is_truncation": IS_TRUNCATION} if "is" in name.split("-")[-1] else {}
     kl = KLConfig.from_name(name, beta=0.1, log_ratio_clamp=LOG_RATIO_CLAMP, value_clamp=VALUE_CLAMP, **truncation)
     e = enumerate_sequences(problem, mode, problem.theta)
-    stats = kl_stats(kl, e.logp, e.ref_logp, e.mask, e.behaviour_logp)
+    log_ratio = None if e.behaviour_logp is None else importance_log_ratio(e.logp, e.behaviour_logp)
+    stats = kl_stats(kl, e.logp, e.ref_logp, e.mask, log_ratio)
     assert stats["kl/clamped_tokens"] == 0 and stats["kl/is_truncated_frac"] == 0
     assert stats["kl/is_weight_max"] < IS_TRUNCATION
     if e.behaviour_logp is not None:

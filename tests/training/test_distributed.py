@@ -16,7 +16,7 @@ import torch
 import yaml
 from klrl.training import distributed
 from klrl.training.checkpoint import checkpoint_folders
-from klrl.training.distributed import local_rows
+from klrl.training.distributed import local_share
 from klrl.training.sampling import HFSampler
 from klrl.training.trainer import Trainer
 from torch.distributed.tensor import DTensor
@@ -141,14 +141,14 @@ def _assert_a_plain_model_folder(train: Path, architecture: str = "LlamaForCausa
     assert not (train / "checkpoints").exists()
 
 
-def test_local_rows_split_whole_groups_in_rank_order():
-    rows = [local_rows(24, 3, rank, 4) for rank in range(4)]
+def test_local_share_split_whole_groups_in_rank_order():
+    rows = [local_share(24, 3, rank, 4) for rank in range(4)]
     assert rows == [slice(0, 6), slice(6, 12), slice(12, 18), slice(18, 24)]
-    assert local_rows(24, 3, 0, 1) == slice(0, 24)
+    assert local_share(24, 3, 0, 1) == slice(0, 24)
     with pytest.raises(ValueError, match="cannot be split evenly"):
-        local_rows(24, 3, 0, 3)  # 8 groups for 3 processes
+        local_share(24, 3, 0, 3)  # 8 groups for 3 processes
     with pytest.raises(ValueError, match="cannot be split evenly"):
-        local_rows(10, 4, 0, 1)  # not whole groups
+        local_share(10, 4, 0, 1)  # not whole groups
 
 
 def test_the_trainers_decoding_loop_gathers_the_weights_once_and_shards_them_again(tiny_base, arith_data, tmp_path):
@@ -166,9 +166,9 @@ def test_the_trainers_decoding_loop_gathers_the_weights_once_and_shards_them_aga
         rollouts = {}
         for name in ("gathered", "per forward"):
             if name == "per forward":
-                trainer.sampler = dataclasses.replace(trainer.sampler, hold_weights=HFSampler.hold_weights)
+                trainer.actor.sampler = dataclasses.replace(trainer.actor.sampler, hold_weights=HFSampler.hold_weights)
             whole_after_forward.clear()
-            rollouts[name] = trainer.sample(0).rollout
+            rollouts[name] = trainer.actor.sample(0, version=0).rollout
             assert (
                 len(whole_after_forward) == rollouts[name].completion_ids.shape[1]
             )  # prefill + one forward per later token

@@ -32,7 +32,7 @@ def test_engine_weights_multiply_both_terms_of_the_applied_gradient(
     trainer.learner.config.engine_cap = 1.5
     torch.manual_seed(0)
     trainer.policy.load_state_dict({k: v + 0.05 * torch.randn_like(v) for k, v in trainer.policy.state_dict().items()})
-    rollout = trainer.sample(0).rollout
+    rollout = trainer.actor.sample(0, version=0).rollout
     rewards = torch.tensor(_parity_reward(completion_texts(trainer.tokenizer, rollout), None))
     mask = rollout.completion_mask.float()
 

@@ -11,6 +11,7 @@ import torch
 
 from conftest import tiny_config
 from klrl.training.precision import float32_attention, forward_precision
+from klrl.training.rollout_queue import Batch
 from klrl.training.trainer import Trainer
 
 FAST = {"mixed_precision": "bf16-autocast", "fused_adamw": True}
@@ -64,10 +65,10 @@ def test_the_gradient_is_the_float32_gradient_to_bfloat16_rounding(tiny_base, ar
         config = tiny_config(tiny_base, arith_data, kl="k3-loss", beta=0.5, grad_clip=1e9, **precision)
         trainer = Trainer(config, tmp_path / name)
         if rollout is None:
-            rollout = trainer.sample(0).rollout
-        trainer.optimizer.param_groups[0]["lr"] = 0.0  # read the gradient, do not apply it
+            rollout = trainer.actor.sample(0, version=0).rollout
+        trainer.learner.optimizer.param_groups[0]["lr"] = 0.0  # read the gradient, do not apply it
         rewards = (torch.arange(rollout.completion_ids.shape[0]) % 3 == 0).float()
-        trainer.learner.learn(rollout, rewards, 0)
+        trainer.learner.learn(Batch(0, 0, rollout, None, rewards))
         gradients[name] = torch.cat([p.grad.flatten() for p in trainer.policy.parameters()])
     assert gradients["float32"].norm() > 0
     cosine = torch.nn.functional.cosine_similarity(gradients["float32"], gradients["bf16"], dim=0)
@@ -79,7 +80,7 @@ def test_a_fast_cell_saves_a_float32_model_that_loads_anywhere(tiny_base, arith_
     """final/ holds the float32 master weights, and its config names no attention of klrl's own
     (an evaluation process, which does not register it, must load the model)."""
     trainer = Trainer(tiny_config(tiny_base, arith_data, **FAST), tmp_path)
-    assert trainer.optimizer.param_groups[0]["fused"] is True
+    assert trainer.learner.optimizer.param_groups[0]["fused"] is True
     assert trainer.run() == "completed"
     config = json.loads((tmp_path / "final" / "config.json").read_text())
     assert "sdpa-float32" not in json.dumps(config)

@@ -18,7 +18,7 @@ from klrl.cli import main as klrl
 from klrl.training import trainer as trainer_module
 from klrl.training.checkpoint import PLAIN, checkpoint_folders
 from klrl.training.record import read_metrics
-from klrl.training.rollout_queue import QueuedRollout, queue_layout, queue_state, restore_queue
+from klrl.training.rollout_queue import Batch, queue_layout, queue_state, restore_queue
 from klrl.training.sampling import Rollout
 
 from conftest import tiny_settings
@@ -49,7 +49,7 @@ class Group:
         return Rank()
 
 
-def _queued(step: int, rows: int, prompt: int, completion: int, seed: int, engine: bool) -> QueuedRollout:
+def _queued(step: int, rows: int, prompt: int, completion: int, seed: int, engine: bool) -> Batch:
     generator = torch.Generator().manual_seed(seed)
     ids = lambda width: torch.randint(8, 50, (rows, width), generator=generator)  # noqa: E731
     logp = lambda: -torch.rand(rows, completion, generator=generator)  # noqa: E731
@@ -60,10 +60,10 @@ def _queued(step: int, rows: int, prompt: int, completion: int, seed: int, engin
         torch.ones(rows, completion, dtype=torch.long),
         logp() if engine else None,
     )
-    return QueuedRollout(step, step - 2, rollout, logp(), torch.rand(rows, generator=generator))
+    return Batch(step, step - 2, rollout, logp(), torch.rand(rows, generator=generator))
 
 
-def _save(per_rank: list[list[QueuedRollout]]) -> tuple[dict, list]:
+def _save(per_rank: list[list[Batch]]) -> tuple[dict, list]:
     """What rank 0 saves of the queues of len(per_rank) processes (each gathers the others' rows)."""
     group, saved = Group(len(per_rank)), {}
 
@@ -80,7 +80,7 @@ def _save(per_rank: list[list[QueuedRollout]]) -> tuple[dict, list]:
     return saved[0]
 
 
-def _equal(first: QueuedRollout, second: QueuedRollout) -> bool:
+def _equal(first: Batch, second: Batch) -> bool:
     fields, others = first.fields(), second.fields()
     return (first.step, first.version, sorted(fields)) == (second.step, second.version, sorted(others)) and all(
         torch.equal(fields[name], others[name]) for name in fields

@@ -6,6 +6,7 @@ import torch
 
 from klrl.objective.estimators import STANDARD_CONFIGS
 from klrl.training import trainer as trainer_module
+from klrl.training.rollout_queue import Batch
 from klrl.training.sampling import completion_texts
 from klrl.training.scoring import completion_logits, token_logp
 from klrl.training.trainer import Trainer
@@ -68,14 +69,14 @@ def learn_capturing_the_gradient(
     """The learner's step on the rollout: its metrics and the gradient the optimizer applied (at
     its `update`-th optimizer step, the last by default)."""
     applied = []
-    original_step = trainer.optimizer.step
+    original_step = trainer.learner.optimizer.step
 
     def capture(*args, **kwargs):
         applied.append(torch.cat([p.grad.reshape(-1) for p in params]))
         return original_step(*args, **kwargs)
 
-    monkeypatch.setattr(trainer.optimizer, "step", capture)
-    record = trainer.learner.learn(rollout, rewards, step, behaviour_logp)
+    monkeypatch.setattr(trainer.learner.optimizer, "step", capture)
+    record = trainer.learner.learn(Batch(step, step, rollout, behaviour_logp, rewards))
     return record, applied[update]
 
 
@@ -109,7 +110,7 @@ def test_the_applied_gradient_is_the_hand_written_loss(tiny_base, arith_data, tm
     if off:  # one step, so that μ = θ0 lags the learner's θ1: step 1's rollout, queued by θ0 at step 0
         trainer.train_step()
         trainer.step = 1
-    queued = trainer.queue.popleft() if off else trainer.sample(0)
+    queued = trainer.actor.queue.popleft() if off else trainer.actor.sample(0, version=0)
     rollout = queued.rollout
     rewards = torch.tensor(_parity_reward(completion_texts(trainer.tokenizer, rollout), None))
     mask = rollout.completion_mask.float()
@@ -178,7 +179,7 @@ def test_a_minibatchs_gradient_is_its_own_hand_written_loss(tiny_base, arith_dat
     trainer = Trainer(config, tmp_path)
     torch.manual_seed(0)
     trainer.policy.load_state_dict({k: v + 0.05 * torch.randn_like(v) for k, v in trainer.policy.state_dict().items()})
-    rollout = trainer.sample(0).rollout
+    rollout = trainer.actor.sample(0, version=0).rollout
     rewards = torch.tensor(_parity_reward(completion_texts(trainer.tokenizer, rollout), None))
     mask = rollout.completion_mask.float()
     first = trainer.learner.minibatches(mask.shape[0], 0, 0, mask.device)[0]

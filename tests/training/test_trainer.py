@@ -63,17 +63,17 @@ def test_in_loss_kl_gradient_is_what_klrl_kl_prescribes(tiny_base, arith_data, t
     trainer.policy.load_state_dict({k: v + 0.05 * torch.randn_like(v) for k, v in trainer.policy.state_dict().items()})
     start = _weights(trainer.policy)
     captured = {}
-    original_step = trainer.optimizer.step
+    original_step = trainer.learner.optimizer.step
 
     def capture(*args, **kwargs):
         captured.update({n: p.grad.clone() for n, p in trainer.policy.named_parameters()})
         return original_step(*args, **kwargs)
 
-    monkeypatch.setattr(trainer.optimizer, "step", capture)
+    monkeypatch.setattr(trainer.learner.optimizer, "step", capture)
     trainer.train_step()
     # the same gradient by hand, from the same rollout (the sampler is seeded by the step)
     trainer.policy.load_state_dict(start)
-    rollout = trainer.sample(0).rollout
+    rollout = trainer.actor.sample(0, version=0).rollout
     mask = rollout.completion_mask.float()
     ref_logp = token_logp(completion_logits(trainer.reference, rollout), rollout.completion_ids).detach()
     logp = token_logp(completion_logits(trainer.policy, rollout), rollout.completion_ids)
@@ -150,7 +150,7 @@ def test_collapse_detector_stops_a_collapsing_cell(tiny_base, arith_data, tmp_pa
     monkeypatch.setattr(trainer_module, "get_reward", lambda _: collapsing)
     config = tiny_config(tiny_base, arith_data, steps=10, collapse_window=2, collapse_ratio=0.5, eval_size=1)
     trainer = Trainer(config, tmp_path)
-    trainer.evaluate = lambda: 0.0  # keep the reward calls to training rollouts
+    trainer.actor.evaluate = lambda rows, version: 0.0  # keep the reward calls to training rollouts
     assert trainer.run() == "diverged"
     record = json.loads((tmp_path / "status.json").read_text())
     assert record["step"] == 3 and record["reason"].startswith("collapse at step 3")
@@ -229,8 +229,8 @@ def test_ppo_minibatches_run_several_updates_per_batch(tiny_base, arith_data, tm
     )
     trainer = Trainer(config, tmp_path)
     steps = []
-    original = trainer.optimizer.step
-    monkeypatch.setattr(trainer.optimizer, "step", lambda *a, **k: (steps.append(1), original(*a, **k))[1])
+    original = trainer.learner.optimizer.step
+    monkeypatch.setattr(trainer.learner.optimizer, "step", lambda *a, **k: (steps.append(1), original(*a, **k))[1])
     trainer.run()
     assert len(steps) == 4
 
@@ -307,7 +307,7 @@ def test_micro_batches_take_the_whole_batch_step(tiny_base, arith_data, tmp_path
             tiny_config(tiny_base, arith_data, steps=3, micro_batch_size=micro, **settings), tmp_path / str(micro)
         )
         gradients = []
-        trainer.optimizer.register_step_pre_hook(
+        trainer.learner.optimizer.register_step_pre_hook(
             lambda *_: gradients.append([p.grad.clone() for p in trainer.policy.parameters()])
         )
         trainer.run()

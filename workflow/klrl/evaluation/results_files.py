@@ -1,7 +1,8 @@
 """What `klrl evaluate` makes of lm-eval's results: each task's pass@1 and standard error, one
 record per problem, the samples files and results.json (written last: its presence means the
 evaluation is complete), with the keys of its "mechanism" (klrl.evaluation.mechanism); and the
-checks made before any generation (the data's rows and files, a diverged cell's non-finite weights)."""
+checks made before any generation (the data's rows and files, a diverged cell's non-finite weights).
+The lm-eval name of each task comes with the results (klrl.evaluation.harness names them)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from pathlib import Path
 from klrl import __version__
 from klrl.core.files import write_atomic, write_jsonl
 from klrl.core.paths import samples_file
-from klrl.evaluation.harness import check_model, lm_eval_task_name
 from klrl.tasks.data import RowLimits, read_manifest, read_split
 
 FILTER = "all-samples"  # the filter_list name in lm_eval_tasks/_template_yaml
@@ -34,21 +34,21 @@ MECHANISM_KEYS = (
 )  # results.json's "mechanism", in order (klrl.evaluation.mechanism)
 
 
-def task_scores(results: dict, task: str) -> dict:
-    """pass@1 and its standard error for one task, from lm-eval's results dict."""
-    metrics = results["results"][lm_eval_task_name(task)]
+def task_scores(results: dict, name: str) -> dict:
+    """pass@1 and its standard error for the task lm-eval calls `name`, from its results dict."""
+    metrics = results["results"][name]
     stderr = metrics[f"pass@1_stderr,{FILTER}"]
     return {
         "pass@1": metrics[f"pass@1,{FILTER}"],
         "stderr": None if stderr == "N/A" else stderr,
-        "problems": results["n-samples"][lm_eval_task_name(task)]["effective"],
+        "problems": results["n-samples"][name]["effective"],
     }
 
 
-def sample_records(results: dict, task: str) -> list[dict]:
-    """One record per problem from lm-eval's logged samples."""
+def sample_records(results: dict, name: str) -> list[dict]:
+    """One record per problem from lm-eval's logged samples of the task it calls `name`."""
     records = []
-    for sample in results["samples"][lm_eval_task_name(task)]:
+    for sample in results["samples"][name]:
         doc = sample["doc"]
         records.append(
             {
@@ -67,16 +67,17 @@ def write_json(path: Path, value: dict) -> None:
     write_atomic(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
-def write_outputs(out: Path, results: dict, tasks: list[str], data_dir: Path, record: dict) -> dict:
-    """Write the samples, then results.json (the completion marker); returns what results.json holds."""
+def write_outputs(out: Path, results: dict, names: dict[str, str], data_dir: Path, record: dict) -> dict:
+    """Write the samples, then results.json (the completion marker); returns what results.json
+    holds. `names` maps each klrl task to its lm-eval name (`harness.lm_eval_task_name`)."""
     import lm_eval
 
     scores = {}
-    for task in tasks:
+    for task, name in names.items():
         samples_file(out, task).parent.mkdir(parents=True, exist_ok=True)
-        write_jsonl(samples_file(out, task), sample_records(results, task))
+        write_jsonl(samples_file(out, task), sample_records(results, name))
         manifest = read_manifest(data_dir / task)
-        scores[task] = task_scores(results, task) | {
+        scores[task] = task_scores(results, name) | {
             "samples": record["decoding"]["samples"],
             "data": str(data_dir / task / "test.jsonl"),
             "data_sha256": manifest["files"]["test.jsonl"]["sha256"],
@@ -99,11 +100,11 @@ def has_non_finite_weights(model_dir: Path) -> bool:
 
 
 def check_data(model: str, tasks: list[str], data_dir: Path, limits: RowLimits) -> None:
-    """Every row of every task's test split within the limits (the prompt in the model's tokens)
-    and every file as prepared (sha256): a bad row is named by file:line before any generation."""
+    """Every row of every task's test split within the limits (the prompt in the model's tokens,
+    a model folder `harness.check_model` has passed) and every file as prepared (sha256): a bad
+    row is named by file:line before any generation."""
     from transformers import AutoTokenizer
 
-    check_model(model)
     tokenizer = AutoTokenizer.from_pretrained(model)
     for task in tasks:
         read_split(data_dir / task / "test.jsonl", None, limits, lambda text: len(tokenizer(text).input_ids))

@@ -53,18 +53,18 @@ class EngineCorrection:
         return cls(level, mode, cap)
 
 
-def engine_weights(correction: EngineCorrection, trainer_logp, engine_logp, mask) -> tuple:
+def engine_weights(correction: EngineCorrection, anchor_logp, engine_logp, mask) -> tuple:
     """(B, T) weights (constants, 0 on masked-out positions) and the step's metrics, from (B, T)
-    tensors of the trainer's log μ, the engine's log e and the completion mask.
+    tensors of the anchor log μ (the learner's), the engine's log e and the completion mask.
 
     >>> import torch
-    >>> trainer, engine, mask = torch.tensor([[0.0, -1.0]]), torch.tensor([[-1.0, -1.0]]), torch.ones(1, 2)
-    >>> weights, metrics = engine_weights(EngineCorrection("token", "truncate", cap=2.0), trainer, engine, mask)
+    >>> anchor, engine, mask = torch.tensor([[0.0, -1.0]]), torch.tensor([[-1.0, -1.0]]), torch.ones(1, 2)
+    >>> weights, metrics = engine_weights(EngineCorrection("token", "truncate", cap=2.0), anchor, engine, mask)
     >>> weights.tolist(), metrics["fraction_corrected"], metrics["max_abs_log_ratio"]
     ([[2.0, 1.0]], 0.5, 1.0)
     """
-    mask = mask.to(trainer_logp.dtype)
-    log_ratio = ((trainer_logp - engine_logp) * mask).detach()
+    mask = mask.to(anchor_logp.dtype)
+    log_ratio = ((anchor_logp - engine_logp) * mask).detach()
     if correction.level == "sequence":
         log_weight = log_ratio.sum(-1, keepdim=True)
         units = log_weight.new_ones(log_weight.shape)  # one weight per sequence

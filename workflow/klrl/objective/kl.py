@@ -3,8 +3,9 @@ configuration, and their diagnostics.
 
 Every KL term the trainer uses comes from `kl_terms`; nothing else computes one. The estimators,
 placements and corrections themselves (and what each one's gradient is) are declared in
-`klrl.objective.estimators`. The diagnostics (every estimator, clamp and weight counts) are `kl_stats`,
-computed once per step.
+`klrl.objective.estimators`. The importance ratio's log is `importance_log_ratio`, computed once and
+handed to whatever weights by it. The diagnostics (every estimator, clamp and weight counts) are
+`kl_stats`, computed once per step.
 
 Notation (docs/paper.md). For completion token t of y ~ q(·|x):
     δ_t = log πθ(y_t|x,y<t) − log πref(y_t|x,y<t),   ρ_t = exp(−δ_t)
@@ -85,6 +86,17 @@ class KLTerms:
     loss_tokens: torch.Tensor  # (B, T) differentiable per-token loss term, zero off the mask
 
 
+def importance_log_ratio(logp: torch.Tensor, anchor_logp: torch.Tensor) -> torch.Tensor:
+    """(B, T) log ω_t = log πθ − log a per token, in float32 or wider: the importance ratio's
+    log, a = μ off-policy and the pre-update πθ on-policy (constants). Computed once per forward
+    and handed to the policy term, the KL term's correction and the diagnostics.
+
+    >>> importance_log_ratio(torch.tensor([[0.0, -1.0]]), torch.tensor([[-1.0, -1.0]])).tolist()
+    [[1.0, 0.0]]
+    """
+    return at_least_fp32(logp) - at_least_fp32(anchor_logp)
+
+
 def _importance_weight(log_w: torch.Tensor, truncation: float | None) -> torch.Tensor:
     """exp(log_w), capped at `truncation` in value while keeping the gradient of log_w."""
     if truncation is not None:
@@ -92,27 +104,18 @@ def _importance_weight(log_w: torch.Tensor, truncation: float | None) -> torch.T
     return torch.exp(log_w)
 
 
-def _estimate(config: KLConfig, logp: torch.Tensor, ref_logp: torch.Tensor) -> TokenKL:
-    return token_kl(
-        logp, ref_logp, config.estimator, log_ratio_clamp=config.log_ratio_clamp, value_clamp=config.value_clamp
-    )
-
-
-def correction_weight(
-    config: KLConfig, logp: torch.Tensor, behaviour_logp: torch.Tensor | None, mask: torch.Tensor
-) -> torch.Tensor:
-    """The (B, T) importance weight of `config`'s correction on the KL term: ω_t (token-is),
-    W = Π_t ω_t (sequence-is), W_≤t = Π_{s≤t} ω_s (prefix-is), truncated at `is_truncation`;
-    ones without a correction. μ = πθ detached when behaviour_logp is None."""
-    behaviour = logp.detach() if behaviour_logp is None else behaviour_logp
-    log_ratio = (at_least_fp32(logp) - at_least_fp32(behaviour)) * mask  # log ω_t
+def correction_weight(config: KLConfig, log_ratio: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The (B, T) importance weight of `config`'s correction on the KL term, from the (B, T)
+    `log_ratio`: ω_t (token-is), W = Π_t ω_t (sequence-is), W_≤t = Π_{s≤t} ω_s (prefix-is),
+    truncated at `is_truncation`; ones without a correction."""
+    masked = log_ratio * mask  # log ω_t on the completion
     if config.correction == "token-is":
-        return _importance_weight(log_ratio, config.is_truncation)
+        return _importance_weight(masked, config.is_truncation)
     if config.correction == "sequence-is":
-        return _importance_weight(log_ratio.sum(-1, keepdim=True), config.is_truncation).expand_as(log_ratio)
+        return _importance_weight(masked.sum(-1, keepdim=True), config.is_truncation).expand_as(masked)
     if config.correction == "prefix-is":
-        return _importance_weight(log_ratio.cumsum(-1), config.is_truncation)
-    return torch.ones_like(log_ratio)
+        return _importance_weight(masked.cumsum(-1), config.is_truncation)
+    return torch.ones_like(masked)
 
 
 def kl_terms(
@@ -120,19 +123,23 @@ def kl_terms(
     logp: torch.Tensor,
     ref_logp: torch.Tensor,
     mask: torch.Tensor,
-    behaviour_logp: torch.Tensor | None = None,
+    log_ratio: torch.Tensor | None = None,
 ) -> KLTerms:
     """The reward penalty and the loss term of `config` for one batch of (B, T) tensors.
 
-    logp carries the gradient; ref_logp and behaviour_logp (μ's log-probs, None on-policy)
-    are treated as constants. The loss term is per token: aggregate it with the policy loss.
-    Diagnostics are `kl_stats`'s, computed once per step, not here.
+    logp carries the gradient, ref_logp is a constant; `log_ratio` (`importance_log_ratio`,
+    with the gradient of logp) weights the loss term, on-policy (None) that of logp against
+    itself detached. The loss term is per token: aggregate it with the policy loss.
     """
     beta = config.beta
-    values = _estimate(config, logp, ref_logp).values
+    values = token_kl(
+        logp, ref_logp, config.estimator, log_ratio_clamp=config.log_ratio_clamp, value_clamp=config.value_clamp
+    ).values
     mask = mask.to(values.dtype)
     values = values * mask
-    weight = correction_weight(config, logp, behaviour_logp, mask)
+    if log_ratio is None:
+        log_ratio = importance_log_ratio(logp, logp.detach())
+    weight = correction_weight(config, log_ratio, mask)
     reward_penalty = values.new_zeros(values.shape[0])
     loss_tokens = torch.zeros_like(values)
     if config.correction in ("sequence-is", "prefix-is"):
@@ -151,11 +158,14 @@ def kl_stats(
     logp: torch.Tensor,
     ref_logp: torch.Tensor,
     mask: torch.Tensor,
-    behaviour_logp: torch.Tensor | None = None,
+    log_ratio: torch.Tensor | None = None,
 ) -> dict[str, float]:
     """Diagnostics of one batch: every estimator's sequence estimate (batch mean), how often
-    `config`'s clamps and importance-weight truncation act, the weights and the mean penalty."""
-    estimate = _estimate(config, logp, ref_logp)
+    `config`'s clamps and importance-weight truncation act, the weights (of `log_ratio`, zero
+    on-policy when None) and the mean penalty."""
+    estimate = token_kl(
+        logp, ref_logp, config.estimator, log_ratio_clamp=config.log_ratio_clamp, value_clamp=config.value_clamp
+    )
     mask = mask.to(estimate.values.dtype)
     n_tokens = mask.sum().clamp(min=1).item()
     n_seqs = max(mask.shape[0], 1)
@@ -165,12 +175,14 @@ def kl_stats(
         stats[f"kl/{name}"] = ((values * mask).sum() / n_seqs).item()
     stats["kl/clamped_tokens"] = (estimate.clamped & mask.bool()).sum().item()
     stats["kl/clamped_frac"] = stats["kl/clamped_tokens"] / n_tokens
-    w = correction_weight(config, logp, behaviour_logp, mask)[mask.bool()]
+    if log_ratio is None:
+        log_ratio = importance_log_ratio(logp, logp.detach())
+    w = correction_weight(config, log_ratio, mask)[mask.bool()]
     stats["kl/is_weight_mean"] = w.mean().item() if w.numel() else 1.0
     stats["kl/is_weight_max"] = w.max().item() if w.numel() else 1.0
     truncation = config.is_truncation
     truncated = (w >= truncation * (1 - 1e-6)).sum().item() if truncation is not None else 0
     stats["kl/is_truncated_frac"] = truncated / n_tokens
-    penalty = kl_terms(config, logp, ref_logp, mask, behaviour_logp).reward_penalty
+    penalty = kl_terms(config, logp, ref_logp, mask).reward_penalty
     stats["kl/reward_penalty_mean"] = penalty.mean().item() if penalty.numel() else 0.0
     return stats

@@ -40,27 +40,25 @@ def advantages(rewards: torch.Tensor, group_size: int, kind: str = "rloo") -> to
 
 
 def policy_loss_tokens(
-    logp: torch.Tensor,
-    behaviour_logp: torch.Tensor,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
-    ratio_clamp: float | None = None,
+    log_ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, ratio_clamp: float | None = None
 ) -> torch.Tensor:
-    """Per-token −clamp(πθ/μ, 0, c)·A (truncated importance sampling, no PPO clip).
+    """Per-token −clamp(πθ/a, 0, c)·A (truncated importance sampling, no PPO clip), from the
+    (B, T) `klrl.objective.kl.importance_log_ratio` log πθ − log a.
 
-    On-policy, pass behaviour_logp = logp.detach(): the ratio is 1 and its gradient ∇log πθ.
+    On-policy the anchor a is πθ detached: the ratio is 1 and its gradient ∇log πθ.
+    >>> logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
+    >>> policy_loss_tokens(logp - logp.detach(), torch.tensor([2.0]), torch.tensor([[1.0, 0.0]])).tolist()
+    [[-2.0, -0.0]]
     """
-    ratio = torch.exp(at_least_fp32(logp) - at_least_fp32(behaviour_logp))
+    ratio = torch.exp(log_ratio)
     if ratio_clamp is not None:
         ratio = ratio.clamp(0.0, ratio_clamp)
     return -ratio * at_least_fp32(advantages)[:, None] * mask.to(ratio.dtype)
 
 
-def ppo_loss_tokens(
-    logp: torch.Tensor, anchor_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, clip: float
-) -> torch.Tensor:
-    """Per-token PPO clipped objective −min(r·A, clip(r, 1−ε, 1+ε)·A), r = πθ/π_anchor."""
-    ratio = torch.exp(at_least_fp32(logp) - at_least_fp32(anchor_logp))
+def ppo_loss_tokens(log_ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, clip: float) -> torch.Tensor:
+    """Per-token PPO clipped objective −min(r·A, clip(r, 1−ε, 1+ε)·A), r = πθ/a = exp(`log_ratio`)."""
+    ratio = torch.exp(log_ratio)
     adv = at_least_fp32(advantages)[:, None]
     clipped = ratio.clamp(1 - clip, 1 + clip)
     return -torch.minimum(ratio * adv, clipped * adv) * mask.to(ratio.dtype)

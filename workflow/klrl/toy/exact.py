@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from klrl.objective.engine_correction import EngineCorrection, engine_weights
+from klrl.objective.kl import importance_log_ratio
 from klrl.objective.kl_config import KLConfig
 from klrl.objective.loss import LossConfig, batch_loss, reward_penalty, token_losses
 from klrl.objective.policy_terms import advantages
@@ -51,8 +52,8 @@ def expected_gradient(
         engine_logp = problem.space.token_logp(engine_theta, e.seqs)
         q = (engine_logp * e.mask).sum(-1).exp()
         if correction is not None:
-            trainer_mu = e.logp.detach() if e.behaviour_logp is None else e.behaviour_logp
-            weights, _ = engine_weights(correction, trainer_mu, engine_logp, e.mask)
+            anchor_logp = e.logp.detach() if e.behaviour_logp is None else e.behaviour_logp
+            weights, _ = engine_weights(correction, anchor_logp, engine_logp, e.mask)
     n = e.seqs.shape[0]
     first, second = (index.reshape(-1) for index in torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij"))
     rows = torch.stack([first, second], -1)  # (n², 2): every batch, its samples next to each other
@@ -101,14 +102,15 @@ def per_sequence(problem: ToyProblem, config: KLConfig, mode: str) -> PerSequenc
 
     def terms(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         e = enumerate_sequences(problem, mode, theta)
-        anchor = e.logp.detach() if e.behaviour_logp is None else e.behaviour_logp
-        policy, kl = token_losses(loss_config, e.logp, e.ref_logp, anchor, torch.ones_like(e.q), e.mask)
+        anchor_logp = e.logp.detach() if e.behaviour_logp is None else e.behaviour_logp
+        log_ratio = importance_log_ratio(e.logp, anchor_logp)
+        policy, kl = token_losses(loss_config, e.logp, e.ref_logp, log_ratio, torch.ones_like(e.q), e.mask)
         return (policy * e.mask).sum(-1), (kl * e.mask).sum(-1)
 
     e = enumerate_sequences(problem, mode, problem.theta)
     score, loss = (jacobian.reshape(e.seqs.shape[0], -1) for jacobian in torch.func.jacrev(terms)(problem.theta))
     beta = config.beta or 1.0
-    penalty = reward_penalty(loss_config, e.logp, e.ref_logp, e.mask, e.behaviour_logp)
+    penalty = reward_penalty(loss_config, e.logp, e.ref_logp, e.mask)
     return PerSequence(e.q, penalty.double() / beta, score, loss / beta)
 
 

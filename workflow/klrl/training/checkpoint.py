@@ -13,7 +13,9 @@ A checkpoint holds everything the next step depends on, in two parts, in one fol
 
 Nothing in a checkpoint runs code on load. DCP reads `.metadata` with `pickle.load`; here it is
 first read by an unpickler that admits only the classes of DCP's index (`INDEX_CLASSES`), so a
-crafted one is refused with `UnsafeCheckpoint`. Its byte items (which DCP would unpickle whole)
+crafted one is refused with `UnsafeCheckpoint`. A class is admitted by what it is, not by the
+module a pickle names: under whatever name an already imported module holds one of those
+classes (a torch that moved one, an index written before the move), and under no other. Its byte items (which DCP would unpickle whole)
 are refused too: a klrl checkpoint holds tensors only.
 
 A checkpoint is written to `step-<step>.tmp/` by every process, each file synced, then renamed
@@ -31,6 +33,7 @@ import os
 import pickle
 import random
 import shutil
+import sys
 import warnings
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -61,7 +64,7 @@ INDEX_CLASSES = {
     "torch": {"Size"},
     "pathlib": {"PosixPath", "WindowsPath", "PurePosixPath"},
     "pathlib._local": {"PosixPath", "WindowsPath", "PurePosixPath"},  # where Python 3.13 pickles them from
-}
+}  # where each class of DCP's index lived when klrl was written; `_index_objects` finds them now
 
 
 class RefusedCheckpoint(ValueError):
@@ -143,12 +146,35 @@ def save_checkpoint(
     barrier()
 
 
+def _index_objects() -> dict[int, object]:
+    """The objects `INDEX_CLASSES` names, by id, as this torch and Python define them (the names
+    one of them no longer has are skipped)."""
+    import importlib
+
+    objects = {}
+    for module, names in INDEX_CLASSES.items():
+        try:
+            owner = importlib.import_module(module)
+        except ImportError:
+            continue
+        for name in names:
+            if hasattr(owner, name):
+                objects[id(getattr(owner, name))] = getattr(owner, name)
+    return objects
+
+
 class _IndexUnpickler(pickle.Unpickler):
+    """Admits a global only when it is one of the index's classes (or a torch dtype), looked up
+    in modules already imported: nothing is imported, no other callable is returned."""
+
+    admitted: dict[int, object] = {}
+
     def find_class(self, module: str, name: str):
-        if name in INDEX_CLASSES.get(module, ()) or (
-            module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)
-        ):
-            return super().find_class(module, name)
+        if not _IndexUnpickler.admitted:
+            _IndexUnpickler.admitted = _index_objects()
+        found = getattr(sys.modules.get(module), name, None) if "." not in name else None
+        if found is not None and (id(found) in self.admitted or isinstance(found, torch.dtype)):
+            return found
         raise UnsafeCheckpoint(f"GLOBAL {module}.{name}")
 
 

@@ -11,10 +11,9 @@ root. The parameters stay float32 (the master weights the optimizer updates); wi
 are all-gathered in bfloat16 for compute and gradients are reduce-scattered in float32.
 A sharded model is built on the meta device in every process and given its weights by rank 0
 (`load_from_main`): one host copy of the model per node, not one per process. State leaves or
-enters a model in three forms: the full state (unsharded, on the CPU, rank 0's copy; what final/
-holds), each process's shards by name (`model_state`, `optimizer_state`: what checkpoints write,
-DTensors that torch.distributed.checkpoint reshards), and each rank's local shards as plain
-tensors (what the off-policy trainer keeps in memory for its stale weights).
+enters a model in two forms: the full state (unsharded, on the CPU, rank 0's copy; what final/
+holds), and each process's shards by name (`model_state`, `optimizer_state`: what checkpoints
+write, DTensors that torch.distributed.checkpoint reshards).
 
 FSDP all-gathers a layer's weights before each of its forwards and frees them after. A decoding
 loop runs one forward per new token, so `Processes.gathered` holds the weights unsharded for the
@@ -50,13 +49,13 @@ def _state_api():
     return state_dict
 
 
-def local_rows(batch_size: int, group_size: int, rank: int, world: int) -> slice:
+def local_share(batch_size: int, group_size: int, rank: int, world: int) -> slice:
     """The rows of a batch that `rank` of `world` processes trains on: whole groups of
     `group_size` consecutive rows, an equal share each, in rank order.
 
-    >>> local_rows(16, 4, 0, 2), local_rows(16, 4, 1, 2)
+    >>> local_share(16, 4, 0, 2), local_share(16, 4, 1, 2)
     (slice(0, 8, None), slice(8, 16, None))
-    >>> local_rows(12, 4, 0, 2)
+    >>> local_share(12, 4, 0, 2)
     Traceback (most recent call last):
     ...
     ValueError: 3 groups of 4 rows cannot be split evenly between 2 processes
@@ -85,10 +84,8 @@ class Processes:
         return self.rank == 0
 
     def shard(self, model: torch.nn.Module, mixed_precision: str = "none", offload: bool = False) -> torch.nn.Module:
-        """The model with fully_shard applied per decoder layer and then to the root (in place);
-        unchanged when not sharded. `offload` keeps the shards in CPU memory between uses."""
-        if not self.sharded:
-            return model.to(self.device)
+        """The model with fully_shard applied per decoder layer and then to the root (in place).
+        `offload` keeps the shards in CPU memory between uses."""
         mesh = init_device_mesh(self.device.type, (self.world,))
         options = {
             "mesh": mesh,
@@ -223,20 +220,6 @@ class Processes:
     def load_optimizer_state(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict) -> None:
         _state_api().set_optimizer_state_dict(model, optimizer, state)
 
-    def as_model_state(self, model: torch.nn.Module, shards: dict[str, torch.Tensor]) -> dict:
-        """`local_state` shards in `model_state`'s form: DTensors laid out as `model`'s weights
-        (a model sharded the same way) when sharded, so that a checkpoint can reshard them."""
-        if not self.sharded:
-            return shards
-        return {
-            name: DTensor.from_local(
-                shards[name], like.device_mesh, like.placements, shape=like.shape, stride=like.stride(), run_check=False
-            )
-            if isinstance(like, DTensor)
-            else shards[name]
-            for name, like in model.state_dict().items()
-        }
-
 
 def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The model's transformer blocks: the modules of a class that transformers says must not
@@ -256,28 +239,6 @@ def reshard(model: torch.nn.Module) -> None:
     for module in model.modules():
         if isinstance(module, FSDPModule):
             module.reshard()
-
-
-def _local(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
-
-
-def local_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """A CPU copy of this rank's shard of every weight (all of it when not sharded)."""
-    return local_shards(model.state_dict())
-
-
-def local_shards(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """A CPU copy of this rank's shard of every tensor of a state dict (DTensors or plain)."""
-    return {name: _local(tensor).detach().to("cpu", copy=True) for name, tensor in state.items()}
-
-
-@torch.no_grad()
-def load_local_state(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
-    """Copy the shards of `local_state` (from a model sharded the same way) into `model`."""
-    reshard(model)
-    for name, tensor in model.state_dict().items():
-        _local(tensor).copy_(state[name])
 
 
 def setup(device: str, mixed_precision: str = "none") -> Processes:

@@ -2,11 +2,11 @@
 
 With lag k the rollout that step t learns from is the one θ_{t−k} samples from batch(t)'s
 prompts with step t's generator (θ_0 while t ≤ k). Nothing of it depends on later weights, so
-the trainer samples it as soon as θ_{t−k} exists: at step s it samples the rollout of step
-s + k with the current policy θ_s, scores log μ = log θ_s of its tokens with the learner's own
-forward right then (the weights and kernels a stale copy of θ_s would use later), grades it,
-and queues it; at step 0 it samples those of steps 0 … k. Step t then takes the oldest queued
-rollout, which is step t's. The queue holds at most k + 1 rollouts (k between steps) and no
+the actor (klrl.training.actor) samples it as soon as θ_{t−k} exists: at step s it samples the
+rollout of step s + k with the current policy θ_s, scores log μ = log θ_s of its tokens with the
+learner's forward right then (the weights and kernels a stale copy of θ_s would use later),
+grades it, and queues it; at step 0 it samples those of steps 0 … k. Step t then takes the
+oldest queued batch, which is step t's. The queue holds at most k + 1 rollouts (k between steps) and no
 weights: the engine only ever holds the current policy. On-policy (k = 0) a rollout is
 sampled and consumed within its step.
 
@@ -33,8 +33,9 @@ ROLLOUT_FIELDS = tuple(field.name for field in dataclass_fields(Rollout))
 
 
 @dataclass
-class QueuedRollout:
-    """A rollout sampled ahead of the step that learns from it (this process's rows, on the CPU)."""
+class Batch:
+    """What the actor hands the learner: a rollout, graded, sampled ahead of the step that
+    learns from it (this process's rows, on the CPU)."""
 
     step: int  # the training step that learns from it
     version: int  # the optimizer step of the policy that sampled it: μ = θ_version
@@ -67,7 +68,7 @@ def _trim(name: str, tensor: torch.Tensor, prompt: int, completion: int) -> torc
     return tensor[:, tensor.shape[1] - prompt :] if name in LEFT_PADDED else tensor[:, :completion]
 
 
-def queue_state(queue: deque[QueuedRollout], procs, pad_id: int) -> tuple[dict, list[dict]]:
+def queue_state(queue: deque[Batch], procs, pad_id: int) -> tuple[dict, list[dict]]:
     """The queue as checkpoint tensors (every rollout's fields, all processes' rows) and plain
     values. Collective: every process calls it."""
     tensors, plain = {}, []
@@ -103,18 +104,16 @@ def queue_layout(plain: list[dict]) -> dict:
     }
 
 
-def restore_queue(tensors: dict, plain: list[dict], rows: slice) -> deque[QueuedRollout]:
-    """This process's rows (`rows` of the whole batch) of the saved queue."""
+def restore_queue(tensors: dict, plain: list[dict], share: slice) -> deque[Batch]:
+    """This process's rows (`share` of the whole batch) of the saved queue."""
     queue = deque()
     for index, entry in enumerate(plain):
         fields = tensors[str(index)]
         batch, writers = fields["rewards"].shape[0], len(entry["widths"])
-        share = batch // writers
-        holders = range(rows.start // share, -(-rows.stop // share))  # the writers of these rows
+        per_writer = batch // writers
+        holders = range(share.start // per_writer, -(-share.stop // per_writer))  # the writers of these rows
         prompt, completion = (max(entry["widths"][writer][axis] for writer in holders) for axis in (0, 1))
-        mine = {name: _trim(name, tensor[rows], prompt, completion) for name, tensor in fields.items()}
+        mine = {name: _trim(name, tensor[share], prompt, completion) for name, tensor in fields.items()}
         rollout = Rollout(**{name: mine.get(name) for name in ROLLOUT_FIELDS})
-        queue.append(
-            QueuedRollout(entry["step"], entry["version"], rollout, mine.get("behaviour_logp"), mine["rewards"])
-        )
+        queue.append(Batch(entry["step"], entry["version"], rollout, mine.get("behaviour_logp"), mine["rewards"]))
     return queue

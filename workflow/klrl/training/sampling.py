@@ -1,7 +1,7 @@
 """Rollout generation behind a small interface; `hf` is the transformers backend.
 
-A backend turns prompts (token ids) into completions: `sample(model, prompts, generator, rows)`
-returns a `Rollout` of the prompts in `rows` (this process's share; all by default) with
+A backend turns prompts (token ids) into completions: `sample(model, prompts, generator, share)`
+returns a `Rollout` of the prompts in `share` (this process's rows; all by default) with
 left-padded prompts and right-padded completions, the same whatever the share. Sampling uses
 only the `torch.Generator` it is given, so a seed fully determines the rollout. `sync(model,
 version)` comes first: a backend that holds its own copy of the weights (`vllm`, in
@@ -35,7 +35,7 @@ from transformers.cache_utils import DynamicLayer
 class Rollout:
     prompt_ids: torch.Tensor  # (B, P) left-padded with pad_id
     prompt_mask: torch.Tensor  # (B, P) 1 on real prompt tokens
-    completion_ids: torch.Tensor  # (B, L) right-padded with pad_id after EOS
+    completion_ids: torch.Tensor  # (B, L) right-padded with pad_id after the first stop token
     completion_mask: torch.Tensor  # (B, L) 1 on generated tokens, the first stop token (EOS or end of turn) included
     engine_logp: torch.Tensor | None = (
         None  # (B, L) the engine's log-probs of the completion tokens (vllm; 0 on padding)
@@ -162,13 +162,14 @@ class HFSampler:
 
     @torch.no_grad()
     def sample(
-        self, model, prompts: list[list[int]], generator: torch.Generator | None, rows: slice = slice(None)
+        self, model, prompts: list[list[int]], generator: torch.Generator | None, share: slice = slice(None)
     ) -> Rollout:
-        """Completions of every prompt (processes in lockstep sample them all); the rollout of `rows`."""
+        """Completions of every prompt (processes in lockstep sample them all); the rollout of the
+        rows of `share`."""
         with self.hold_weights(model):
             tokens, prompt_ids, prompt_mask = self.decode(model, prompts, generator)
         return Rollout(prompt_ids, prompt_mask, tokens, completion_mask(tokens, self.stop_ids)).apply(
-            lambda tensor: tensor[rows]
+            lambda tensor: tensor[share]
         )
 
     def decode(self, model, prompts: list[list[int]], generator: torch.Generator | None) -> tuple[torch.Tensor, ...]:

@@ -2,17 +2,21 @@
 
 `completion_logits` runs a model over prompt + completion and returns the logits that
 predict each completion token (each distinct prompt computed once); `token_logp` picks the
-sampled tokens' log-probs from them; `token_divergences` and `prefix_sums` give the exact
-per-prefix KLs and entropy that the trainer logs (`distribution_stats`) and the final
-evaluation measures (klrl.evaluation.mechanism).
+sampled tokens' log-probs from them; `Forward` is how the trainer runs them, in its precision
+and micro-batches (the actor for log μ, the learner for πθ and πref); `token_divergences` and
+`prefix_sums` give the exact per-prefix KLs and entropy that the trainer logs
+(`distribution_stats`) and the final evaluation measures (klrl.evaluation.mechanism).
 Logits are divided by the sampling temperature, so the log-probs are those of the
 distribution the tokens were drawn from (top-p truncation aside).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
+from klrl.training.precision import forward_precision
 from klrl.training.sampling import Rollout, position_ids, prompt_cache, with_cache
 
 
@@ -114,3 +118,38 @@ def combine_distribution_stats(parts: list[dict[str, float]], masks: list[torch.
         chunk_weights = weights["token" if key.endswith("_token") else "seq"]
         combined[key] = sum(w * part[key] for w, part in zip(chunk_weights, parts)) / max(sum(chunk_weights), 1)
     return combined
+
+
+@dataclass(frozen=True)
+class Forward:
+    """How the trainer runs a model over rollout rows: at the sampling temperature, in the
+    configured precision (klrl.training.precision), micro-batch by micro-batch."""
+
+    temperature: float
+    precision: str
+    device: torch.device
+    share_prompts: bool  # each distinct prompt once; off under activation checkpointing (no cache)
+    micro_batch_size: int | None  # rows per forward/backward, all at once when None
+
+    def micro_batches(self, index: torch.Tensor) -> list[torch.Tensor]:
+        """The row indices `index` in chunks of `micro_batch_size`, in order.
+
+        >>> Forward(1.0, "none", torch.device("cpu"), True, 2).micro_batches(torch.arange(5))
+        [tensor([0, 1]), tensor([2, 3]), tensor([4])]
+        """
+        return list(index.split(self.micro_batch_size or max(index.numel(), 1)))
+
+    def logits(self, model, rollout: Rollout) -> torch.Tensor:
+        """`model`'s float32 logits of the rollout's completion tokens (`completion_logits`)."""
+        with forward_precision(self.precision, self.device):
+            return completion_logits(model, rollout, self.temperature, self.device, self.share_prompts)
+
+    @torch.no_grad()
+    def logp(self, model, rollout: Rollout) -> torch.Tensor:
+        """The (B, L) log-probs of the rollout's tokens under `model` as it is now, on the CPU."""
+        rollout = rollout.apply(lambda tensor: tensor.to(self.device))
+        parts = []
+        for index in self.micro_batches(torch.arange(rollout.completion_ids.shape[0], device=self.device)):
+            part = rollout.apply(lambda tensor: tensor[index])
+            parts.append(token_logp(self.logits(model, part), part.completion_ids))
+        return torch.cat(parts).cpu()

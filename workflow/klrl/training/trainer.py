@@ -1,60 +1,29 @@
-"""RL training of one cell (`klrl train`): on- or off-policy, any KL configuration, resumable.
+"""RL training of one cell (`klrl train`): the models, the loop, the files; resumable.
 
-What runs at each step t, in order:
- 1. Prompts: `prompts_per_step` rows of the train split, from a seeded permutation per epoch.
- 2. Rollout: G = `group_size` completions per prompt, sampled at `temperature` / `top_p` from
-    the behaviour policy μ. On-policy (async_lag k = 0) μ is the current policy. Off-policy μ
-    is the policy of step t − k (step 0 while t < k): what an asynchronous actor lagging k
-    optimizer steps produces, but deterministic. No stale weights are kept: at step s the
-    policy samples the rollout of step s + k (klrl.training.rollout_queue), the learner scores
-    log μ of its tokens with the same weights right then, it is graded and queued, and step t
-    takes the queued rollout of step t. `generation_backend` hf samples with the policy's
-    model itself; vllm with a colocated engine given the policy's weights once per step (sync).
- 3. Learning (`klrl.training.step.Learner`, one path for every setting): log-probs of the
-    sampled tokens under the policy and the frozen reference πref (the base model) and,
-    off-policy, the queued log μ (the learner's own forward of θ_{t−k}, as in the paper); the
-    loss of `klrl.objective.loss`: the KL of `klrl.objective.kl.kl_terms` (and nothing else) shapes the reward
-    R̃ = R − penalty and/or adds its loss term; advantages from R̃ within each group (RLOO by
-    default; Dr. GRPO's R − group mean with `advantage: group-mean`, the paper's off-policy
-    choice); the policy term −clamp(πθ/μ, 0, c)·A per token (truncated IS; the ratio is 1
-    on-policy), or PPO's clipped objective when `ppo_clip` is set; seq-sum or token-mean
-    aggregation. AdamW after gradient-norm clipping, once per minibatch: with ppo_epochs ×
-    minibatches > 1 the batch is reused for several updates, the ratio anchored at the
-    pre-update policy (on-policy) or at μ (off-policy). `micro_batch_size` splits every
-    forward/backward pass into chunks, the gradient accumulated: the same step in less memory.
-Departures from the paper: a deterministic lag replaces real asynchrony; the periodic
-evaluation uses a fixed subset of the held-out split; the defaults are toy-scale (the paper's
-values are in config/paper.yaml).
-
-Distributed mode (`torchrun --nproc_per_node W -m klrl train`, klrl.training.distributed): the
-policy, the reference and μ are each sharded with FSDP2 over the W processes, and the batch is
-split by whole prompt groups (prompts_per_step must be a multiple of W). With the hf backend
-every process samples the whole batch in lockstep (FSDP's forward needs all of them; the same
-seeded generator, and rank 0's tokens broadcast at each decoding step); with vllm each process's
-engine generates only its share. Each process keeps its own P/W groups for the scores,
-the advantages (within a group, so local) and the loss; FSDP averages the gradients, which with
-equal shares is the gradient of the whole batch. Metrics are averaged over processes; rank 0
-alone writes files and logs to MLflow. Rank 0 alone reads the base model and hands every process
-its shards. The off-policy queue holds each process's own rows, and each process writes its own
-shards into a checkpoint (the queued rollouts whole, klrl.training.rollout_queue); final/
-holds full weights. With `mixed_precision: bf16` (FSDP even in one
-process) or `bf16-autocast` the model computes in bfloat16 over float32 master weights
-(klrl.training.precision).
+`Trainer` builds the policy and the frozen reference πref (the base model; in distributed mode
+sharded with FSDP2 over the torchrun processes, klrl.training.distributed), and hands them to an
+actor (klrl.training.actor: sampling, grading, the off-policy queue) and a learner
+(klrl.training.learner: the update). Each step reads `batch = actor.take(step);
+metrics = learner.learn(batch)`. With `mixed_precision: bf16` (FSDP even in one process) or
+`bf16-autocast` the model computes in bfloat16 over float32 master weights (klrl.training.precision).
+Under torchrun each process trains on its share of whole prompt groups; metrics are averaged
+over processes; rank 0 alone reads the base model, writes files and logs to MLflow.
 
 Files in the output folder: metrics.jsonl (one line per step), status.json (completed or
 diverged, with the step and reason; written atomically after final/), config.yaml (resolved),
-checkpoints/step-<n>/ (the last two) while running (klrl.training.checkpoint), final/ (the
-trained model and tokenizer). Re-running the same command resumes from the
-checkpoint, or does nothing when status.json says the cell is finished; `klrl train` with a
-changed configuration first moves the old attempt's files aside (klrl.training.attempt).
+checkpoints/step-<n>/ (the last two: the learner's and the actor's state,
+klrl.training.checkpoint) while running, final/ (the trained model and tokenizer). Re-running
+the same command resumes from the checkpoint, or does nothing when status.json says the cell is
+finished; `klrl train` with a changed configuration first moves the old attempt's files aside
+(klrl.training.attempt). Departures from the paper: a deterministic lag replaces real
+asynchrony; the periodic evaluation uses a fixed subset of the held-out split; the defaults are
+toy-scale (the paper's values are in config/paper.yaml).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
-from collections import deque
 from pathlib import Path
 
 import torch
@@ -63,21 +32,19 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from klrl.core.paths import CONFIG, FINAL, METRICS, STATUS
 from klrl.grading.rewards import get_reward
-from klrl.core.schedule import lr_factor
 from klrl.tasks.data import RowLimits, read_split
 from klrl.training import distributed
+from klrl.training.actor import Actor, make_sampler
 from klrl.training.attempt import write_config
 from klrl.training.checkpoint import RefusedCheckpoint, load_checkpoint, remove_checkpoints, save_checkpoint
 from klrl.training.config import TrainConfig
-from klrl.training.distributed import local_rows
-from klrl.training.periodic_eval import pass_at_1
-from klrl.training.precision import attention_implementation, forward_precision, hold_frozen_weights
-from klrl.training.prompts import PromptSchedule, encode_prompts, stop_token_ids
-from klrl.training.rollout_queue import QueuedRollout, queue_layout, queue_state, restore_queue
-from klrl.training.sampling import HFSampler, completion_texts
-from klrl.training.seeds import seeded_generator
-from klrl.training.step import Learner
+from klrl.training.distributed import local_share
+from klrl.training.learner import Learner
+from klrl.training.precision import attention_implementation, hold_frozen_weights
+from klrl.training.prompts import PromptSchedule, stop_token_ids
 from klrl.training.record import MetricsLog, NoTracking, RunTracker, read_metrics, write_status
+from klrl.training.rollout_queue import queue_layout
+from klrl.training.scoring import Forward
 from klrl.grading.verify_worker import grading_counts
 
 
@@ -88,30 +55,17 @@ class Trainer:
     def __init__(self, config: TrainConfig, out_dir: Path, tracker: RunTracker | None = None) -> None:
         self.config = config
         self.out_dir = Path(out_dir)
-        self.reward_fn = get_reward(config.reward)
         if config.threads:
             torch.set_num_threads(config.threads)
         torch.manual_seed(config.seed)
         self.procs = distributed.setup(config.device, config.mixed_precision)
-        self.device = self.procs.device
         self.tracker = tracker if tracker is not None and self.procs.is_main else NoTracking()
-        self.rows = self._local_rows()
+        share = self._share()
         self.tokenizer = AutoTokenizer.from_pretrained(config.base_model, revision=config.base_revision)
         source = self._base_model() if self.procs.sharded and self.procs.is_main else None  # rank 0's one host copy
         self.policy = self._model(source, trainable=True)
         self.reference = self._model(source, offload=config.reference_offload)
         del source
-        self.optimizer = torch.optim.AdamW(
-            self.policy.parameters(),
-            lr=config.lr,
-            weight_decay=config.weight_decay,
-            betas=config.adam_betas,
-            fused=config.fused_adamw or None,  # None, not False: torch then picks its foreach kernel
-        )
-        cosine = config.lr_schedule == "cosine"
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda step: lr_factor(step, config.warmup_steps, config.steps, cosine)
-        )
         train_rows, eval_rows = (
             read_split(
                 Path(path),
@@ -121,40 +75,34 @@ class Trainer:
             )
             for path in (config.train_data, config.eval_data)
         )
-        self.schedule = PromptSchedule(train_rows, config.prompts_per_step, config.seed)
         self.eval_rows = eval_rows[: config.eval_size]
         stops = stop_token_ids(self.tokenizer, config.base_model, config.stop_tokens, config.base_revision)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else stops[0]
-        self.pad_id = pad
-        self.sampler = self._make_sampler(stops, pad)
-        self.queue: deque[QueuedRollout] = deque()  # the rollouts of steps t … t + k, oldest first
-        self.learner = Learner(config, self.policy, self.reference, self.optimizer, self.scheduler, self.procs)
+        forward = Forward(
+            config.temperature,
+            config.mixed_precision,
+            self.procs.device,
+            share_prompts=not config.activation_checkpointing,  # activation checkpointing keeps no cache
+            micro_batch_size=config.micro_batch_size,
+        )
+        self.learner = Learner(config, self.policy, self.reference, self.procs, forward)
+        self.actor = Actor(
+            config,
+            self.policy,
+            self.tokenizer,
+            PromptSchedule(train_rows, config.prompts_per_step, config.seed),
+            make_sampler(config, self.procs, stops, pad),
+            get_reward(config.reward),
+            forward,
+            share,
+            pad,
+        )
         self.step = 0
 
     def _count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text).input_ids)
 
-    def _make_sampler(self, stops: tuple[int, ...], pad: int):
-        """The rollout backend: `hf` samples with the learner's model, `vllm` with an engine of its own."""
-        config = self.config
-        if config.generation_backend == "hf":
-            broadcast = self.procs.broadcast if self.procs.world > 1 else None
-            return HFSampler(
-                stops, pad, config.max_new_tokens, config.temperature, config.top_p, broadcast, self.procs.gathered
-            )
-        from klrl.training.vllm_backend import VLLMEngine, VLLMSampler
-
-        engine = VLLMEngine(
-            config.base_model,
-            seed=config.seed,
-            dtype=config.vllm_dtype,
-            memory_fraction=config.vllm_memory_fraction,
-            max_model_len=config.vllm_max_model_len,
-            processes=self.procs.world,
-        )
-        return VLLMSampler(engine, stops, pad, config.max_new_tokens, config.temperature, config.top_p)
-
-    def _local_rows(self) -> slice:
+    def _share(self) -> slice:
         """This process's rows of each batch: its share of the prompt groups."""
         config, world = self.config, self.procs.world
         if config.prompts_per_step % world:
@@ -165,7 +113,7 @@ class Trainer:
             raise ValueError(
                 f"minibatches={config.minibatches} must divide each of the {world} processes' {config.prompts_per_step // world * config.group_size} rows"
             )
-        return local_rows(config.prompts_per_step * config.group_size, config.group_size, self.procs.rank, world)
+        return local_share(config.prompts_per_step * config.group_size, config.group_size, self.procs.rank, world)
 
     def _base_model(self) -> torch.nn.Module:
         config = self.config
@@ -195,25 +143,20 @@ class Trainer:
         elif config.activation_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if not self.procs.sharded:
-            return self.procs.shard(model)
+            return model.to(self.procs.device)
         if source is not None:
             model.generation_config = source.generation_config  # what final/ saves
         return self.procs.load_from_main(model, source, config.mixed_precision, offload)
 
     # ----------------------------------------------------------------- state
-    def _model_tensors(self) -> dict:
-        """The policy's and the AdamW moments' tensors (this process's shards) and the optimizer's settings."""
-        optimizer = self.procs.optimizer_state(self.policy, self.optimizer)
-        tensors = {"policy": self.procs.model_state(self.policy), "optimizer": optimizer["state"]}
-        return {"tensors": tensors, "param_groups": optimizer["param_groups"]}
-
     def _training_state(self) -> dict:
-        """What a checkpoint holds: the policy and the AdamW moments (each process's shards), the
-        queued rollouts (klrl.training.rollout_queue); and the plain values. Collective."""
-        model = self._model_tensors()
-        queued, queue_plain = queue_state(self.queue, self.procs, self.pad_id)
-        plain = {"scheduler": self.scheduler.state_dict(), "param_groups": model["param_groups"], "queue": queue_plain}
-        return {"step": self.step, "tensors": model["tensors"] | {"queue": queued}, "plain": plain}
+        """What a checkpoint holds: the learner's state (the policy and the AdamW moments, each
+        process's shards, the scheduler) and the actor's (the queued batches,
+        klrl.training.rollout_queue). Collective."""
+        learner = self.learner.state()
+        queued, queue_plain = self.actor.state(self.procs)
+        tensors = learner["tensors"] | {"queue": queued}
+        return {"step": self.step, "tensors": tensors, "plain": learner["plain"] | {"queue": queue_plain}}
 
     def _restore(self) -> None:
         """Resume from the newest readable checkpoint, if any (each process reads its own shards)."""
@@ -224,19 +167,15 @@ class Trainer:
                     "written by a klrl that kept the stale weights, before the off-policy lag became a queue of "
                     "rollouts; delete the cell's checkpoints/ to train it again from step 0, or finish it with the klrl that wrote it"
                 )
-            return self._model_tensors()["tensors"] | {"queue": queue_layout(plain["queue"])}
+            return self.learner.tensors()["tensors"] | {"queue": queue_layout(plain["queue"])}
 
         state = load_checkpoint(self.out_dir, layout)
         if state is None:
-            self.optimizer.state.clear()  # reading the layout made a fresh optimizer's state: start as new
+            self.learner.optimizer.state.clear()  # reading the layout made a fresh optimizer's state: start as new
             return
         tensors, plain = state["tensors"], state["plain"]
-        self.procs.load_model_state(self.policy, tensors["policy"])
-        self.procs.load_optimizer_state(
-            self.policy, self.optimizer, {"state": tensors["optimizer"], "param_groups": plain["param_groups"]}
-        )
-        self.scheduler.load_state_dict(plain["scheduler"])
-        self.queue = restore_queue(tensors["queue"], plain["queue"], self.rows)
+        self.learner.restore(tensors, plain)
+        self.actor.restore(tensors["queue"], plain["queue"])
         self.step = state["step"]
 
     def _checkpoint(self) -> None:
@@ -266,7 +205,11 @@ class Trainer:
         )
         status, reason = "completed", ""
         while self.step < self.config.steps:
-            evaluation = {"periodic_eval/pass@1": self.evaluate()} if self._due(self.config.eval_every) else {}
+            evaluation = (
+                {"periodic_eval/pass@1": self.actor.evaluate(self.eval_rows, self.step)}
+                if self._due(self.config.eval_every)
+                else {}
+            )
             record = self.train_step() | evaluation | grading_counts()  # timeouts, deadline-zeroed, cache hits
             record = {"step": record.pop("step")} | self.procs.mean(record)
             accuracies.append(record["rollout/accuracy"])
@@ -288,7 +231,7 @@ class Trainer:
                 self._checkpoint()
         bar.close()
         if status == "completed":
-            self._log(log, {"step": self.step, "periodic_eval/pass@1": self.evaluate()})
+            self._log(log, {"step": self.step, "periodic_eval/pass@1": self.actor.evaluate(self.eval_rows, self.step)})
         self._finish(status, reason)
         return status
 
@@ -337,55 +280,14 @@ class Trainer:
 
     # ------------------------------------------------------------------ step
     def train_step(self) -> dict:
-        """Step `self.step`: the queue filled up to step t + k, the learner's update from step
-        t's queued rollout; returns the step's metrics (this process's)."""
+        """Step `self.step`: the actor's batch of this step, the learner's update from it;
+        returns the step's metrics (this process's)."""
         start = time.perf_counter()
-        last = min(self.step + self.config.async_lag, self.config.steps - 1)
-        first = self.queue[-1].step + 1 if self.queue else self.step
-        for step in range(first, last + 1):
-            self.queue.append(self.sample(step))
+        batch = self.actor.take(self.step)
         generate = time.perf_counter() - start
-        queued = self.queue.popleft()
-        learned = self.learner.learn(queued.rollout, queued.rewards, self.step, queued.behaviour_logp)
-        return {"step": self.step, "rollout/version": queued.version} | learned | {"time/generate": generate}
-
-    def sample(self, step: int) -> QueuedRollout:
-        """The rollout that step `step` learns from, sampled now by the current policy (θ_t, t =
-        `self.step`) from that step's prompts with that step's generator: this process's rows,
-        graded, and off-policy with the learner's log μ = log θ_t of its tokens."""
-        rows = self.schedule.batch(step)
-        group = [row for row in rows for _ in range(self.config.group_size)][self.rows]
-        prompts = [
-            ids for ids in encode_prompts(self.tokenizer, rows) for _ in range(self.config.group_size)
-        ]  # a chat template per prompt, not per sample
-        self.policy.eval()
-        self.sampler.sync(self.policy, self.step)
-        with forward_precision(self.config.mixed_precision, self.device):
-            rollout = self.sampler.sample(
-                self.policy, prompts, seeded_generator(self.config.seed, "rollout", step), self.rows
-            )
-        texts = completion_texts(self.tokenizer, rollout)
-        rewards = torch.tensor(self.reward_fn(texts, [row["answer"] for row in group]), dtype=torch.float32)
-        behaviour_logp = self.learner.sampling_logp(rollout) if self.config.async_lag else None
-        return QueuedRollout(step, self.step, rollout, behaviour_logp, rewards)
+        metrics = self.learner.learn(batch)
+        return {"step": self.step, "rollout/version": batch.version} | metrics | {"time/generate": generate}
 
     def close(self) -> None:
         """Release the rollout backend's engine (vLLM's), before the process group goes."""
-        self.sampler.close()
-
-    def evaluate(self) -> float:
-        """pass@1 of the current policy on the fixed held-out subset, at temperature 1."""
-        self.policy.eval()
-        sampler = dataclasses.replace(self.sampler, temperature=1.0, top_p=1.0)
-        sampler.sync(self.policy, self.step)
-        generator = seeded_generator(self.config.seed, "eval")
-        with forward_precision(self.config.mixed_precision, self.device):
-            return pass_at_1(
-                self.policy,
-                self.tokenizer,
-                sampler,
-                self.eval_rows,
-                self.reward_fn,
-                self.config.eval_samples,
-                generator,
-            )
+        self.actor.close()

@@ -11,7 +11,8 @@ t + k is sampled at step t and queued: klrl.training.rollout_queue), so it is re
 per optimizer step.
 
 Sampling is that of the `hf` backend: temperature, top-p, at most `max_new_tokens` tokens,
-stopping at the tokenizer's EOS (kept as the last completion token), no other processing
+stopping at any of the end-of-turn ids `stop_ids` (the one reached kept as the last completion
+token; klrl.training.prompts.stop_token_ids), no other processing
 (the model's generation_config is ignored). Each request gets its own seed, drawn from the
 trainer's seeded torch.Generator, so a seed fully determines the rollout and a request's
 completion does not depend on which batch it is in. The token streams differ from the `hf`
@@ -182,12 +183,12 @@ class VLLMSampler:
         self.engine.close()
 
     def sample(
-        self, model, prompts: list[list[int]], generator: torch.Generator | None, rows: slice = slice(None)
+        self, model, prompts: list[list[int]], generator: torch.Generator | None, share: slice = slice(None)
     ) -> Rollout:
-        """Completions of the prompts in `rows` from the engine, which must hold `model`'s weights
+        """Completions of the prompts in `share` from the engine, which must hold `model`'s weights
         (`sync`); each request keeps the seed it has in the whole batch, so the share is generated alone."""
-        seeds = request_seeds(generator, len(prompts))[rows]
-        prompts = prompts[rows]
+        seeds = request_seeds(generator, len(prompts))[share]
+        prompts = prompts[share]
         params = [
             self.engine.sampling_params(
                 n=1,

@@ -130,7 +130,7 @@ def _run(args: argparse.Namespace) -> None:
     import torch
 
     from klrl.core.paths import SAMPLES
-    from klrl.evaluation.harness import Decoding, evaluate
+    from klrl.evaluation.harness import Decoding, check_model, evaluate, lm_eval_task_name
     from klrl.evaluation.results_files import check_data, has_non_finite_weights, write_json, write_outputs
     from klrl.grading.verify_worker import grading_counts
     from klrl.tasks.data import RowLimits
@@ -149,6 +149,7 @@ def _run(args: argparse.Namespace) -> None:
         raise ValueError("--reference, --beta and --mechanism-task go together (the KL measurement needs all three)")
     if args.threads:
         torch.set_num_threads(args.threads)
+    check_model(args.model)
     check_data(args.model, args.tasks, args.data_dir, RowLimits(args.max_prompt_tokens, args.max_answer_chars))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     grading_counts()  # from here on: this evaluation's
@@ -178,7 +179,8 @@ def _run(args: argparse.Namespace) -> None:
         "timing_s": timing,
         "grading": grading_counts(),
     } | ({"mechanism": mechanism} if mechanism else {})
-    summary = write_outputs(args.out, results, args.tasks, args.data_dir, record)
+    names = {task: lm_eval_task_name(task) for task in args.tasks}
+    summary = write_outputs(args.out, results, names, args.data_dir, record)
     tracker = tracker_from_args(args, cell_folder=args.train_status.parent if args.train_status else None)
     metrics = {}
     for task, score in summary["tasks"].items():
