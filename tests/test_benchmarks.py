@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from test_docs import make_targets, missing_paths
+from test_docs import make_targets, makefile_text, missing_paths
 from workflow_helpers import ROOT
 
 BENCHMARKS = ROOT / "benchmarks"
@@ -34,7 +34,7 @@ def runs_script(command: str, script: str, folder: str) -> bool:
     recipe does."""
     if f"{folder}/{script}" in command:
         return True
-    makefile = (ROOT / "Makefile").read_text()
+    makefile = makefile_text()
     targets = re.findall(r"`make ([\w-]+)`", command)
     recipes = [re.search(rf"^{target}:.*\n((?:\t.*\n)+)", makefile, re.M) for target in targets]
     return bool(targets) and all(recipe and f"{folder}/{script}" in recipe[1] for recipe in recipes)
@@ -47,6 +47,7 @@ def test_the_readme_lists_every_script_of_the_folder_once_and_the_command_that_r
     assert sorted(names) == folder_scripts(BENCHMARKS) and len(names) == len(set(names))
     benchmarks = [row for row in rows if len(row) == 4]
     assert {row[0] for row in rows if len(row) == 2} == {
+        "`bench.mk`",
         "`common.py`",
         "`gpu_check.py`",
         "`gpu_lease_check.py`",

@@ -145,10 +145,15 @@ def missing_paths(page, text: str) -> list[str]:
     return found
 
 
-def make_targets() -> set[str]:
+def makefile_text() -> str:
+    """The Makefile's text followed by that of each file it includes."""
     text = (ROOT / "Makefile").read_text()
+    return text + "".join((ROOT / name).read_text() for name in re.findall(r"^include (\S+)$", text, re.M))
+
+
+def make_targets() -> set[str]:
     targets = set()
-    for match in re.finditer(r"^([\w.-]+(?:[ \t]+[\w.-]+)*)[ \t]*:(?!=)", text, re.M):
+    for match in re.finditer(r"^([\w.-]+(?:[ \t]+[\w.-]+)*)[ \t]*:(?!=)", makefile_text(), re.M):
         targets.update(match[1].split())
     return targets
 
