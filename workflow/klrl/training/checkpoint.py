@@ -15,8 +15,8 @@ Nothing in a checkpoint runs code on load. DCP reads `.metadata` with `pickle.lo
 first read by an unpickler that admits only the classes of DCP's index (`INDEX_CLASSES`), so a
 crafted one is refused with `UnsafeCheckpoint`. A class is admitted by what it is, not by the
 module a pickle names: under whatever name an already imported module holds one of those
-classes (a torch that moved one, an index written before the move), and under no other. Its byte items (which DCP would unpickle whole)
-are refused too: a klrl checkpoint holds tensors only.
+classes (a torch that moved one, an index written before the move), and under no other. Its
+byte items (which DCP would unpickle whole) are refused too: a klrl checkpoint holds tensors only.
 
 A checkpoint is written to `step-<step>.tmp/` by every process, each file synced, then renamed
 by rank 0 once all have written; the last two are kept. One that cannot be read (a file torn or
