@@ -173,7 +173,7 @@ class _IndexUnpickler(pickle.Unpickler):
         if not _IndexUnpickler.admitted:
             _IndexUnpickler.admitted = _index_objects()
         found = getattr(sys.modules.get(module), name, None) if "." not in name else None
-        if found is not None and (id(found) in self.admitted or isinstance(found, torch.dtype)):
+        if found is not None and (id(found) in self.admitted or (module == "torch" and isinstance(found, torch.dtype))):
             return found
         raise UnsafeCheckpoint(f"GLOBAL {module}.{name}")
 
