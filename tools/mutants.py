@@ -108,6 +108,20 @@ MUTANTS = {
     "advantage sign flipped": [
         (OBJ + "policy_terms.py", "return (grouped - baseline).reshape(-1)", "return (baseline - grouped).reshape(-1)")
     ],
+    "engine weights inverted (e/μ for μ/e)": [
+        (
+            OBJ + "engine_correction.py",
+            "log_ratio = ((anchor_logp - engine_logp) * mask).detach()",
+            "log_ratio = ((engine_logp - anchor_logp) * mask).detach()",
+        ),
+    ],
+    "engine weights dropped from the loss": [
+        (
+            OBJ + "loss.py",
+            "policy, kl = policy * sample_weights, kl * sample_weights",
+            "policy, kl = policy, kl",
+        ),
+    ],
     "μ replaced by πθ in the update": [
         (
             K + "training/learner.py",
@@ -142,7 +156,9 @@ TESTS = [
     "packages/klrl-audit/tests/test_examples.py",
     "tests/objective/test_kl.py",
     "tests/objective/test_policy_terms.py",
+    "tests/toy/test_engine_correction.py",
     "tests/toy/test_exact.py",
+    "tests/training/test_engine_step.py",
     "tests/training/test_golden.py",
     "tests/training/test_golden_off_policy.py",
     "tests/training/test_step.py",
