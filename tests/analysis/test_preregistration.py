@@ -3,6 +3,8 @@ when it changes, compared with what the analysis ran; every commit a run's cells
 their count and dates; both named in the generated blocks of docs/results.md."""
 
 import json
+import subprocess
+import sys
 
 import pandas as pd
 import yaml
@@ -163,3 +165,18 @@ def test_plan_verify_checks_the_plans_an_analysis_recorded_as_its_readme_block_n
     assert main(["plan", "--verify", str(analysed)]) == 0
     digest = json.loads(analysed.read_text())["hash"]
     assert capsys.readouterr().out.splitlines()[1].startswith(f"{analysed} (recorded plan 1): plan {digest} verifies (")
+
+
+def test_the_snakefiles_imports_load_no_scipy():
+    """Every Snakemake start (a dry run, a grid, each SLURM job's own Snakemake) imports the
+    Snakefile's klrl modules, the plan's among them; scipy.stats would add about a second of CPU
+    to each, so the statistics modules import scipy where they use it."""
+    files = [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
+    modules = [
+        line.split()[1] for path in files for line in path.read_text().splitlines() if line.startswith("from klrl")
+    ]
+    assert "klrl.analysis.preregistration" in modules
+    check = "\n".join([*(f"import {module}" for module in modules), "import sys"])
+    check += "\nprint(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))"
+    loaded = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "[]"

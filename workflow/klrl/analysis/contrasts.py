@@ -44,7 +44,6 @@ from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
-from scipy import special
 
 
 class Variance(Enum):
@@ -93,6 +92,8 @@ class Contrast:
         """The two-sided t interval (NaN when there is no standard error)."""
         if not self.se > 0:
             return (self.effect, self.effect) if self.se == 0 else (np.nan, np.nan)
+        from scipy import special  # here, not at the top: klrl.analysis.rate_tests says why
+
         half = (
             special.stdtrit(self.df, 0.5 + level / 2) * self.se
         )  # the t quantile (scipy.stats.t.ppf, without its overhead)
@@ -102,6 +103,8 @@ class Contrast:
         """One-sided p-value of 'the true contrast is ≤ threshold' (small: it is above)."""
         if not self.se > 0:
             return np.nan if np.isnan(self.se) else float(self.effect <= threshold)
+        from scipy import special  # here, not at the top: klrl.analysis.rate_tests says why
+
         return float(special.stdtr(self.df, -(self.effect - threshold) / self.se))  # the t survival function
 
     def p_below(self, threshold: float) -> float:

@@ -13,7 +13,6 @@ A row of a claim (klrl.analysis.verdicts) is a descriptive estimate with its int
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 CORRECTION = "Holm with Shaffer's restriction, over the claims"
 POWER = 0.8  # the power the seeds-for-equivalence column is sized for
@@ -30,6 +29,8 @@ CLAIM_RULE = (
 
 def fisher_p(first: int, second: int, seeds: tuple[int, int]) -> float:
     """Fisher's exact two-sided p of equal rates: `first` of seeds[0] against `second` of seeds[1]."""
+    from scipy import stats as scipy_stats  # here, not at the top: klrl.analysis.rate_tests says why
+
     return float(scipy_stats.fisher_exact([[first, seeds[0] - first], [second, seeds[1] - second]]).pvalue)
 
 
@@ -39,5 +40,7 @@ def seeds_for_equivalence(se: float, seeds: int, margin: float, power: float = P
     with the seeds, so a lower bound): margin / se' ≥ z(0.95) + z((1 + power) / 2)."""
     if not (se > 0 and seeds >= 1):
         return np.nan
+    from scipy import stats as scipy_stats  # here, not at the top: klrl.analysis.rate_tests says why
+
     needed = (scipy_stats.norm.ppf(0.95) + scipy_stats.norm.ppf(0.5 + power / 2)) * se / margin
     return float(np.ceil(seeds * needed**2))

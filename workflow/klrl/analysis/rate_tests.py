@@ -13,6 +13,11 @@ answers the questions klrl.analysis.claim_family asks of any row, as klrl.analys
                              the bound of the mean rate (a sum of binomials of unequal rates is
                              less dispersed than one binomial of their mean)
     interval(level)          the same bounds, two-sided
+
+scipy is imported inside the functions that use it, here and in klrl.analysis.contrasts and
+klrl.analysis.family: the Snakefile imports the claims' definitions (klrl.analysis.preregistration,
+which imports these modules) at every Snakemake start, and scipy.stats would add about a second
+of CPU to each (tests/analysis/test_preregistration.py holds that it does not).
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,8 @@ class RateRow:
     def _null_distribution(self) -> tuple[np.ndarray, int]:
         """Under equal rates given every stratum's margins: the distribution of the first
         configuration's collapses summed over strata, and the observed sum."""
+        from scipy import stats
+
         pmf = np.ones(1)
         for first, n1, second, n2 in self.strata:
             support = np.arange(0, n1 + 1)
@@ -73,11 +79,17 @@ class RateRow:
 
 
 def _upper(collapsed: int, seeds: int, alpha: float) -> float:
-    return 1.0 if collapsed == seeds else float(stats.beta.ppf(1 - alpha, collapsed + 1, seeds - collapsed))
+    return 1.0 if collapsed == seeds else _beta_quantile(1 - alpha, collapsed + 1, seeds - collapsed)
 
 
 def _lower(collapsed: int, seeds: int, alpha: float) -> float:
-    return 0.0 if collapsed == 0 else float(stats.beta.ppf(alpha, collapsed, seeds - collapsed + 1))
+    return 0.0 if collapsed == 0 else _beta_quantile(alpha, collapsed, seeds - collapsed + 1)
+
+
+def _beta_quantile(level: float, a: float, b: float) -> float:
+    from scipy import stats
+
+    return float(stats.beta.ppf(level, a, b))
 
 
 def _smallest_level(passes, steps: int = 50) -> float:
