@@ -99,6 +99,22 @@ def test_the_index_reader_admits_dcps_classes_by_identity_wherever_torch_keeps_t
     assert "antigravity" not in __import__("sys").modules
 
 
+def test_the_index_reader_admits_a_dtype_under_torchs_own_name_only(monkeypatch):
+    """A dtype is read as `torch.<dtype>`; the same object named from another module is refused."""
+    import io
+    import sys
+    import types
+
+    from klrl.training.checkpoint import _IndexUnpickler
+
+    elsewhere = types.ModuleType("elsewhere")
+    elsewhere.bfloat16 = torch.bfloat16
+    monkeypatch.setitem(sys.modules, "elsewhere", elsewhere)
+    assert _IndexUnpickler(io.BytesIO(b"ctorch\nbfloat16\n.")).load() is torch.bfloat16
+    with pytest.raises(UnsafeCheckpoint, match="GLOBAL elsewhere.bfloat16"):
+        _IndexUnpickler(io.BytesIO(b"celsewhere\nbfloat16\n.")).load()
+
+
 def test_a_checkpoint_with_pickled_objects_is_refused(tmp_path):
     """DCP would unpickle a byte item whole (torch.load without weights_only): klrl writes tensors only."""
     dcp = pytest.importorskip("torch.distributed.checkpoint")
